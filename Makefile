@@ -1,0 +1,37 @@
+# Two commands do all the set-up on a fresh machine with Python >= 3.11 and make:
+#   make dev   - create .venv if missing, install, run turngate (Temporal dev server + worker + API)
+#   make test  - the same install, then the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: dev test lint install clean bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall only when the project's dependencies change.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+dev: $(STAMP)
+	$(BIN)/turngate dev $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/turns.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info src/*.egg-info

@@ -1,0 +1,274 @@
+"""Wire models: the intent envelope (DBL gateway interface_version 3) and ledger events.
+
+An event's ``digest`` is sha256 over the canonical JSON of its digest scope (see
+:func:`event_digest_scope`): identity columns, ``index``, ``prev_event_digest`` and the payload
+without its ``_obs`` part. Timestamps and other observational data never enter a digest.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from turngate.core.canonical import canonical_bytes, digest_bytes
+
+INTERFACE_VERSION = 3
+KNOWN_INTENT_TYPES: frozenset[str] = frozenset({"chat.message"})
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024
+OBS_KEY = "_obs"
+
+NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+ToolName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.]{0,63}$")]
+
+
+class EventKind(StrEnum):
+    INTENT = "INTENT"
+    DECISION = "DECISION"
+    EXECUTION = "EXECUTION"
+
+
+class AdmissionError(ValueError):
+    """Bad input at the boundary. ``reason_code`` is stable and documented (docs/ERRORS.md)."""
+
+    def __init__(self, reason_code: str, detail: str, field: str | None = None) -> None:
+        super().__init__(f"{reason_code}: {detail}")
+        self.reason_code = reason_code
+        self.detail = detail
+        self.field = field
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"ok": False, "reason_code": self.reason_code, "detail": self.detail}
+        if self.field:
+            body["field"] = self.field
+        return body
+
+
+# --------------------------------------------------------------------------- intent envelope
+
+
+class _Strict(BaseModel):
+    # strict: "5" is not an int and 5 is not a string; unknown fields are ignored (DBL clients
+    # send extras such as tool_scope) and never recorded.
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class DeclaredRef(_Strict):
+    ref_type: NonEmptyStr = "event"
+    ref_id: NonEmptyStr
+    version: str | None = None
+
+
+class Budget(_Strict):
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    max_duration_ms: Annotated[int, Field(ge=1000, le=300_000)] | None = None
+
+
+class IntentBody(_Strict):
+    """``payload.payload``: what the user says."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    message: NonEmptyStr
+
+
+class IntentPayload(_Strict):
+    stream_id: NonEmptyStr = "default"
+    lane: NonEmptyStr = "user_chat"
+    actor: NonEmptyStr = "user"
+    intent_type: NonEmptyStr
+    thread_id: NonEmptyStr | None = None
+    turn_id: NonEmptyStr | None = None
+    parent_turn_id: NonEmptyStr | None = None
+    requested_model_id: NonEmptyStr | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    declared_refs: list[DeclaredRef] = Field(default_factory=list)
+    declared_tools: list[ToolName] = Field(default_factory=list, max_length=20)
+    budget: Budget | None = None
+    payload: IntentBody
+
+
+class IntentEnvelope(_Strict):
+    interface_version: Literal[3]
+    correlation_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    payload: IntentPayload
+
+    @property
+    def thread_id(self) -> str:
+        return self.payload.thread_id or self.correlation_id
+
+    @property
+    def turn_id(self) -> str:
+        return self.payload.turn_id or self.correlation_id
+
+    @property
+    def message(self) -> str:
+        return self.payload.payload.message
+
+    def intent_event_payload(self) -> dict[str, Any]:
+        """The INTENT event's payload: everything the client declared except identity columns."""
+        p = self.payload
+        return {
+            "interface_version": self.interface_version,
+            "requested_model_id": p.requested_model_id,
+            "inputs": p.inputs,
+            "declared_refs": [r.model_dump(mode="json", exclude_none=True) for r in p.declared_refs],
+            "declared_tools": list(p.declared_tools),
+            "budget": p.budget.model_dump(mode="json", exclude_none=True) if p.budget else None,
+            "payload": p.payload.model_dump(mode="json"),
+        }
+
+    def draft(self) -> EventDraft:
+        """The INTENT event this envelope becomes."""
+        p = self.payload
+        return EventDraft(
+            kind=EventKind.INTENT,
+            thread_id=self.thread_id,
+            turn_id=self.turn_id,
+            parent_turn_id=p.parent_turn_id,
+            correlation_id=self.correlation_id,
+            stream_id=p.stream_id,
+            lane=p.lane,
+            actor=p.actor,
+            intent_type=p.intent_type,
+            payload=self.intent_event_payload(),
+        )
+
+
+_TYPE_ERRORS = ("_type", "_parsing", "model_attributes_type", "is_instance_of")
+
+
+def _reason_for(error: dict[str, Any]) -> str:
+    kind = str(error.get("type", ""))
+    loc = tuple(str(part) for part in error.get("loc", ()))
+    if kind == "missing":
+        return "admission.missing_field"
+    if loc == ("interface_version",) and kind == "literal_error":
+        return "admission.unsupported_interface_version"
+    if loc[-2:] == ("payload", "message") and kind == "string_too_short":
+        return "admission.empty_message"
+    if any(kind.endswith(suffix) for suffix in _TYPE_ERRORS):
+        return "admission.invalid_type"
+    return "admission.invalid_value"
+
+
+def parse_intent(
+    raw: bytes | str | dict[str, Any],
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    known_intent_types: frozenset[str] = KNOWN_INTENT_TYPES,
+) -> IntentEnvelope:
+    """Parse and validate an intent envelope, raising :class:`AdmissionError` on bad input."""
+    if isinstance(raw, bytes | str):
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise AdmissionError("admission.malformed_json", f"body is not valid JSON: {exc}") from exc
+    else:
+        data = raw
+    if not isinstance(data, dict):
+        raise AdmissionError("admission.invalid_type", "the envelope must be a JSON object")
+    try:
+        envelope = IntentEnvelope.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        raise AdmissionError(_reason_for(first), f"{where}: {first.get('msg')}", where) from exc
+    if envelope.payload.intent_type not in known_intent_types:
+        raise AdmissionError(
+            "admission.unknown_intent_type",
+            f"intent_type {envelope.payload.intent_type!r} is not one of {sorted(known_intent_types)}",
+            "payload.intent_type",
+        )
+    size = len(envelope.message.encode("utf-8"))
+    if size > max_message_bytes:
+        raise AdmissionError(
+            "admission.payload_too_large",
+            f"message is {size} bytes; the limit is {max_message_bytes}",
+            "payload.payload.message",
+        )
+    try:
+        canonical_bytes(envelope.intent_event_payload())
+    except ValueError as exc:
+        raise AdmissionError("admission.invalid_value", str(exc)) from exc
+    return envelope
+
+
+# --------------------------------------------------------------------------- ledger events
+
+
+class EventDraft(BaseModel):
+    """An event before the ledger gives it a position (index, prev_event_digest, digest)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: EventKind
+    thread_id: str
+    turn_id: str
+    parent_turn_id: str | None = None
+    correlation_id: str
+    stream_id: str = "default"
+    lane: str = "user_chat"
+    actor: str = "user"
+    intent_type: str = "chat.message"
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class Event(EventDraft):
+    """A recorded ledger event. ``created_at`` is observational (outside every digest)."""
+
+    index: int
+    digest: str
+    prev_event_digest: str | None = None
+    created_at: str | None = None
+
+    @property
+    def is_authoritative(self) -> bool:
+        # Only DECISION events are normative (seed 002).
+        return self.kind == EventKind.DECISION
+
+    def to_wire(self) -> dict[str, Any]:
+        """The DBL-compatible event record served by /snapshot and /tail."""
+        record = self.model_dump(mode="json")
+        record["canon_len"] = len(canonical_bytes(event_digest_scope(self, self.index, self.prev_event_digest)))
+        record["is_authoritative"] = self.is_authoritative
+        return record
+
+
+def strip_obs(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload without its observational ``_obs`` part."""
+    return {k: v for k, v in payload.items() if k != OBS_KEY}
+
+
+def event_digest_scope(draft: EventDraft, index: int, prev_event_digest: str | None) -> dict[str, Any]:
+    """What an event's digest covers: position, chain link, identity, payload minus ``_obs``."""
+    return {
+        "index": index,
+        "prev_event_digest": prev_event_digest,
+        "kind": str(draft.kind),
+        "thread_id": draft.thread_id,
+        "turn_id": draft.turn_id,
+        "parent_turn_id": draft.parent_turn_id,
+        "correlation_id": draft.correlation_id,
+        "stream_id": draft.stream_id,
+        "lane": draft.lane,
+        "actor": draft.actor,
+        "intent_type": draft.intent_type,
+        "payload": strip_obs(draft.payload),
+    }
+
+
+def event_digest(draft: EventDraft, index: int, prev_event_digest: str | None) -> str:
+    return digest_bytes(canonical_bytes(event_digest_scope(draft, index, prev_event_digest)))
+
+
+def seal(draft: EventDraft, index: int, prev_event_digest: str | None, created_at: str | None = None) -> Event:
+    """Give a draft its ledger position and digest."""
+    return Event(
+        **draft.model_dump(),
+        index=index,
+        prev_event_digest=prev_event_digest,
+        digest=event_digest(draft, index, prev_event_digest),
+        created_at=created_at,
+    )

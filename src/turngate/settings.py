@@ -1,0 +1,135 @@
+"""Configuration from the environment, the same for every process (API, worker, CLI).
+
+Each setting has a turngate name and, where the published DBL gateway had one, its DBL alias.
+``turngate config`` prints the effective values with secrets masked.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _alias(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+def _default_data_dir() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "turngate"
+
+
+def _csv(value: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    # Temporal (its own variable names)
+    temporal_address: str = Field("127.0.0.1:7233", validation_alias=_alias("TEMPORAL_ADDRESS"))
+    temporal_namespace: str = Field("default", validation_alias=_alias("TEMPORAL_NAMESPACE"))
+
+    # Storage
+    data_dir: Path = Field(default_factory=_default_data_dir, validation_alias=_alias("TURNGATE_DATA_DIR"))
+    ledger_url: str | None = Field(None, validation_alias=_alias("TURNGATE_LEDGER_URL"))
+
+    # Policy (None -> observer mode: every intent is DENIED with gateway.observer_mode)
+    policy_module: str | None = Field(
+        None, validation_alias=_alias("TURNGATE_POLICY_MODULE", "DBL_GATEWAY_POLICY_MODULE")
+    )
+    policy_object: str = Field(
+        "POLICY", validation_alias=_alias("TURNGATE_POLICY_OBJECT", "DBL_GATEWAY_POLICY_OBJECT")
+    )
+    context_config_path: Path | None = Field(
+        None, validation_alias=_alias("TURNGATE_CONTEXT_CONFIG", "DBL_GATEWAY_CONTEXT_CONFIG")
+    )
+
+    # Execution limits
+    llm_wall_clock_s: int = Field(
+        60, ge=1, validation_alias=_alias("TURNGATE_LLM_WALL_CLOCK_S", "DBL_LLM_WALL_CLOCK_S")
+    )
+    llm_concurrency: int = Field(
+        1, ge=1, validation_alias=_alias("TURNGATE_LLM_CONCURRENCY", "DBL_JOB_CONCURRENCY_LLM")
+    )
+    max_message_bytes: int = Field(
+        256 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_MESSAGE_BYTES")
+    )
+    max_body_bytes: int = Field(1024 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_BODY_BYTES"))
+    wait_timeout_s: float = Field(30.0, gt=0, validation_alias=_alias("TURNGATE_WAIT_TIMEOUT_S"))
+
+    # Providers
+    default_provider: str | None = Field(None, validation_alias=_alias("TURNGATE_DEFAULT_PROVIDER"))
+    echo_delay_ms: int = Field(0, ge=0, validation_alias=_alias("TURNGATE_ECHO_DELAY_MS"))
+    openai_api_key: SecretStr | None = Field(None, validation_alias=_alias("OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(None, validation_alias=_alias("OPENAI_BASE_URL"))
+    openai_model_ids: str = Field(
+        "gpt-4o-mini", validation_alias=_alias("OPENAI_CHAT_MODEL_IDS", "OPENAI_MODEL_IDS")
+    )
+    anthropic_api_key: SecretStr | None = Field(None, validation_alias=_alias("ANTHROPIC_API_KEY"))
+    anthropic_base_url: str | None = Field(None, validation_alias=_alias("ANTHROPIC_BASE_URL"))
+    anthropic_model_ids: str = Field(
+        "claude-3-5-haiku-latest", validation_alias=_alias("ANTHROPIC_MODEL_IDS")
+    )
+    ollama_host: str | None = Field(None, validation_alias=_alias("OLLAMA_HOST"))
+    ollama_model_ids: str = Field("llama3.2:latest", validation_alias=_alias("OLLAMA_MODEL_IDS"))
+
+    # Task queues (one per resource class)
+    turns_task_queue: str = Field("turngate-turns", validation_alias=_alias("TURNGATE_TURNS_TASK_QUEUE"))
+    llm_task_queue: str = Field("turngate-llm", validation_alias=_alias("TURNGATE_LLM_TASK_QUEUE"))
+
+    # API
+    host: str = Field("127.0.0.1", validation_alias=_alias("TURNGATE_HOST"))
+    port: int = Field(8010, validation_alias=_alias("TURNGATE_PORT"))
+    temporal_ui_url: str | None = Field(None, validation_alias=_alias("TURNGATE_TEMPORAL_UI_URL"))
+
+    @cached_property
+    def effective_ledger_url(self) -> str:
+        if self.ledger_url:
+            return self.ledger_url
+        return f"sqlite:///{(self.data_dir / 'ledger.sqlite3').as_posix()}"
+
+    @property
+    def openai_models(self) -> tuple[str, ...]:
+        return _csv(self.openai_model_ids)
+
+    @property
+    def anthropic_models(self) -> tuple[str, ...]:
+        return _csv(self.anthropic_model_ids)
+
+    @property
+    def ollama_models(self) -> tuple[str, ...]:
+        return _csv(self.ollama_model_ids)
+
+    def public_view(self) -> dict[str, Any]:
+        """Effective configuration for display: secrets reduced to set/unset."""
+        view: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                value = "<set>"
+            elif isinstance(value, Path):
+                value = value.as_posix()
+            view[name] = value
+        view["effective_ledger_url"] = _mask_url(self.effective_ledger_url)
+        if view.get("ledger_url"):
+            view["ledger_url"] = _mask_url(view["ledger_url"])
+        return view
+
+
+def _mask_url(url: str) -> str:
+    """Hide a password in a database URL."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def load_settings(**overrides: Any) -> Settings:
+    return Settings(**overrides)
