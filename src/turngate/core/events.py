@@ -231,7 +231,9 @@ class Event(EventDraft):
     def to_wire(self) -> dict[str, Any]:
         """The DBL-compatible event record served by /snapshot and /tail."""
         record = self.model_dump(mode="json")
-        record["canon_len"] = len(canonical_bytes(event_digest_scope(self, self.index, self.prev_event_digest)))
+        record["canon_len"] = len(
+            canonical_bytes(event_digest_scope(self, self.index, self.prev_event_digest))
+        )
         record["is_authoritative"] = self.is_authoritative
         return record
 
@@ -263,7 +265,9 @@ def event_digest(draft: EventDraft, index: int, prev_event_digest: str | None) -
     return digest_bytes(canonical_bytes(event_digest_scope(draft, index, prev_event_digest)))
 
 
-def seal(draft: EventDraft, index: int, prev_event_digest: str | None, created_at: str | None = None) -> Event:
+def seal(
+    draft: EventDraft, index: int, prev_event_digest: str | None, created_at: str | None = None
+) -> Event:
     """Give a draft its ledger position and digest."""
     return Event(
         **draft.model_dump(),

@@ -1,0 +1,1 @@
+"""Packaged default configuration files (read with importlib.resources)."""

@@ -1,0 +1,192 @@
+"""Prompt assembly (first cut): system prompt + resolved context + the current user message.
+
+Order: the optional system prompt, then the referenced turns in event-index order (an INTENT
+becomes a ``user`` message with its message, an EXECUTION an ``assistant`` message with its
+``output_text``), then the current user message. Under a token budget the oldest turns are
+dropped first, a turn's INTENT and EXECUTION together (seed 003); the system prompt and the
+current message are never trimmed. Every item lands in the inclusion or the exclusion log
+(seed 004).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from turngate.core.canonical import canonical_bytes, digest
+from turngate.core.events import Event, EventKind
+from turngate.core.manifest import ExclusionEntry, InclusionEntry, ItemType
+from turngate.core.policy import intent_message
+from turngate.core.refs import Resolution
+from turngate.providers.base import ChatMessage
+
+COMPILER_VERSION = "turngate.assembly.1"
+DEFAULT_BUDGET_TOKENS = 100_000
+
+
+def chars_div_3(text: str) -> int:
+    """Token estimate: ceil(len(text) / 3) (seed 003: ~3 chars per token)."""
+    return -(-len(text) // 3)
+
+
+class Assembly(BaseModel):
+    """An assembled prompt with its inclusion/exclusion logs and prefix fingerprint."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: list[ChatMessage]
+    included: list[InclusionEntry]
+    excluded: list[ExclusionEntry]
+    estimated_tokens: int
+    budget_tokens: int
+    fits: bool
+    prefix_hash: str
+    prefix_length: int
+    compiler_version: str = COMPILER_VERSION
+
+
+@dataclass(frozen=True)
+class _Item:
+    event: Event
+    message: ChatMessage
+    item_type: ItemType
+    tokens: int
+
+
+def _item_type(kind: str) -> ItemType:
+    if kind == EventKind.INTENT:
+        return "user_input"
+    if kind == EventKind.EXECUTION:
+        return "memory"
+    return "policy"
+
+
+def _content(event: Event) -> str | None:
+    if event.kind == EventKind.INTENT:
+        text = intent_message(event)
+    elif event.kind == EventKind.EXECUTION:
+        raw = event.payload.get("output_text")
+        text = raw if isinstance(raw, str) else None
+    else:
+        text = None
+    return text if text else None
+
+
+def assemble(
+    system_prompt: str | None,
+    resolution: Resolution,
+    user_message: str,
+    *,
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    estimator: Callable[[str], int] = chars_div_3,
+    current: Event | None = None,
+) -> Assembly:
+    """Assemble the messages for one turn. Deterministic for equal inputs.
+
+    ``current`` (the turn's INTENT event) only names the current message in the inclusion log;
+    without it the message's content digest is used.
+    """
+    if budget_tokens < 1:
+        raise ValueError("budget_tokens must be at least 1")
+
+    def estimate(text: str) -> int:
+        tokens = estimator(text)
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"the token estimator must return a non-negative int, got {tokens!r}")
+        return tokens
+
+    events = {event.digest: event for event in (*resolution.governance_events, *resolution.execution_events)}
+    items: list[_Item] = []
+    excluded: list[ExclusionEntry] = []
+    for ref in resolution.resolved_refs:
+        event = events.get(ref.event_digest)
+        text = _content(event) if event is not None else None
+        if event is None or text is None:
+            excluded.append(
+                ExclusionEntry(
+                    item_id=ref.event_digest,
+                    item_type=_item_type(ref.event_kind),
+                    source_ref=ref.event_index,
+                    excluded_reason="no_prompt_content",
+                )
+            )
+            continue
+        role = "user" if event.kind == EventKind.INTENT else "assistant"
+        items.append(
+            _Item(
+                event=event,
+                message=ChatMessage(role=role, content=text),
+                item_type=_item_type(event.kind),
+                tokens=estimate(text),
+            )
+        )
+    for dropped in resolution.dropped_refs:
+        excluded.append(
+            ExclusionEntry(
+                item_id=dropped.event_digest,
+                item_type=_item_type(dropped.event_kind),
+                source_ref=dropped.event_index,
+                excluded_reason="not_admitted_for_execution",
+            )
+        )
+
+    # A turn (same thread and turn_id) is one unit; units in order of their first event.
+    units: dict[tuple[str, str], list[_Item]] = {}
+    for item in sorted(items, key=lambda it: (it.event.index, it.event.digest)):
+        units.setdefault((item.event.thread_id, item.event.turn_id), []).append(item)
+    ordered_units = list(units.values())
+
+    fixed = estimate(user_message) + (estimate(system_prompt) if system_prompt else 0)
+    total = fixed + sum(item.tokens for unit in ordered_units for item in unit)
+    while total > budget_tokens and ordered_units:
+        oldest = ordered_units.pop(0)
+        total -= sum(item.tokens for item in oldest)
+        for item in oldest:
+            excluded.append(
+                ExclusionEntry(
+                    item_id=item.event.digest,
+                    item_type=item.item_type,
+                    source_ref=item.event.index,
+                    excluded_reason="budget_limit",
+                )
+            )
+
+    kept = [item for unit in ordered_units for item in unit]
+    kept.sort(key=lambda it: (it.event.index, it.event.digest))
+    messages: list[ChatMessage] = []
+    if system_prompt:
+        messages.append(ChatMessage(role="system", content=system_prompt))
+    messages += [item.message for item in kept]
+    prefix = [message.model_dump(mode="json") for message in messages]
+    messages.append(ChatMessage(role="user", content=user_message))
+
+    included = [
+        InclusionEntry(
+            item_id=item.event.digest,
+            item_type=item.item_type,
+            source_ref=item.event.index,
+            included_reason="declared_ref",
+        )
+        for item in kept
+    ]
+    included.append(
+        InclusionEntry(
+            item_id=current.digest if current is not None else digest(user_message),
+            item_type="user_input",
+            source_ref=current.index if current is not None else "current_intent",
+            included_reason="current_intent",
+        )
+    )
+    excluded.sort(key=lambda entry: (int(entry.source_ref), entry.item_id))
+    return Assembly(
+        messages=messages,
+        included=included,
+        excluded=excluded,
+        estimated_tokens=total,
+        budget_tokens=budget_tokens,
+        fits=total <= budget_tokens,
+        prefix_hash=digest(prefix),
+        prefix_length=len(canonical_bytes(prefix).decode("utf-8")),
+    )

@@ -1,0 +1,351 @@
+"""Context configuration, the context spec and the context digest (seed 000).
+
+``context_digest`` = sha256 over the canonical JSON of ``{context_spec, assembled_context}``:
+
+* ``context_spec``: identity, intent (type + user input), declared refs, resolved refs (with event
+  digests, execution_only included), normalization (applied rules + config digest), assembly
+  rules and the normative input digests.
+* ``assembled_context``: normative material only: the INTENT digests, the digests of the
+  governance items the policy saw, and the digest of the policy's view of the current intent.
+
+Never inside: timestamps, storage ids, ``_obs`` fields, EXECUTION output content (an EXECUTION is
+pinned by its event digest in ``resolved_refs`` only). Everything is recomputable from the stored
+INTENT, the stored candidate events and the config: see :func:`build_context`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from turngate.core.canonical import digest
+from turngate.core.events import Event
+from turngate.core.policy import GovernanceItem, IntentView, PolicyInput, build_policy_input
+from turngate.core.refs import (
+    RULE_FILTER_INTENT_ONLY,
+    RULE_SCOPE_BOUND,
+    RULE_SORT_CANONICAL,
+    Resolution,
+    declared_ref_sort_key,
+    parse_declared_refs,
+    resolve_refs,
+)
+
+CONTEXT_SPEC_SCHEMA_VERSION = "turngate.ctxspec.1"
+DEFAULT_CONFIG_RESOURCE = ("turngate.config", "context.json")
+
+# Rules a config file may list, in the order turngate applies them.
+CONFIGURABLE_RULES: tuple[str, ...] = (
+    RULE_SCOPE_BOUND,
+    RULE_FILTER_INTENT_ONLY,
+    RULE_SORT_CANONICAL,
+)
+REQUIRED_RULES: frozenset[str] = frozenset({RULE_FILTER_INTENT_ONLY, RULE_SORT_CANONICAL})
+
+ENV_MAX_REFS = "TURNGATE_CONTEXT_MAX_REFS"
+ENV_EMPTY_REFS_POLICY = "TURNGATE_CONTEXT_EMPTY_REFS_POLICY"
+ENV_ALLOW_EXECUTION_REFS = "TURNGATE_CONTEXT_ALLOW_EXECUTION_REFS"
+ENV_ENFORCE_SCOPE_BOUND = "TURNGATE_CONTEXT_ENFORCE_SCOPE_BOUND"
+
+_ENV_NAMES = (
+    ENV_MAX_REFS,
+    ENV_EMPTY_REFS_POLICY,
+    ENV_ALLOW_EXECUTION_REFS,
+    ENV_ENFORCE_SCOPE_BOUND,
+)
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+class ContextConfigError(ValueError):
+    """The context configuration (file or environment) is invalid; startup must stop."""
+
+    code = "context.config_invalid"
+
+
+class ContextSettings(BaseModel):
+    """The ``context`` section. Unknown keys (DBL's ``handle_content_fetch``) are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    max_refs: StrictInt = Field(50, ge=0, le=10_000)
+    empty_refs_policy: Literal["DENY", "ALLOW_EMPTY"] = "DENY"
+    # Accepted and pinned for DBL compatibility; auto-expansion is a non-goal (seed 000), so
+    # nothing expands the thread. Documented in docs/CORE.md.
+    expand_last_n: StrictInt = Field(10, ge=0)
+    allow_execution_refs_for_prompt: StrictBool = True
+    canonical_sort: Literal["event_index_asc"] = "event_index_asc"
+    enforce_scope_bound: StrictBool = True
+
+
+class NormalizationConfig(BaseModel):
+    """The ``normalization`` section; ``rules`` is kept in application order."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    rules: tuple[StrictStr, ...] = CONFIGURABLE_RULES
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_enabled_conditional_rules(cls, data: Any) -> Any:
+        conditional = data.get("conditional_rules") if isinstance(data, Mapping) else None
+        if isinstance(conditional, Mapping):
+            for name, spec in conditional.items():
+                if isinstance(spec, Mapping) and spec.get("enabled") is True:
+                    raise ValueError(
+                        f"conditional rule {name} is enabled, but conditional rules are not "
+                        "supported (seed 000 non-goal: no auto-expansion)"
+                    )
+        return data
+
+    @field_validator("rules")
+    @classmethod
+    def _known_rules(cls, rules: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [rule for rule in rules if rule not in CONFIGURABLE_RULES]
+        if unknown:
+            raise ValueError(f"unknown rule(s) {unknown}; known: {list(CONFIGURABLE_RULES)}")
+        if len(set(rules)) != len(rules):
+            raise ValueError(f"duplicate rules in {list(rules)}")
+        missing = sorted(REQUIRED_RULES - set(rules))
+        if missing:
+            raise ValueError(f"required rule(s) {missing} missing (seed 000 invariants 1 and 4)")
+        return tuple(rule for rule in CONFIGURABLE_RULES if rule in rules)
+
+
+class ContextConfig(BaseModel):
+    """The context configuration (seed 000 ``config/context.json``), after env overrides."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    schema_version: Literal["1"] = "1"
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    normalization: NormalizationConfig = Field(default_factory=NormalizationConfig)
+
+    @model_validator(mode="after")
+    def _scope_rule_matches_switch(self) -> ContextConfig:
+        listed = RULE_SCOPE_BOUND in self.normalization.rules
+        if listed != self.context.enforce_scope_bound:
+            raise ValueError(
+                f"normalization.rules {'lists' if listed else 'does not list'} SCOPE_BOUND but "
+                f"context.enforce_scope_bound is {str(self.context.enforce_scope_bound).lower()}"
+            )
+        return self
+
+    def effective(self) -> dict[str, Any]:
+        """The canonical effective configuration: what :func:`context_config_digest` covers."""
+        return self.model_dump(mode="json")
+
+
+def context_config_digest(cfg: ContextConfig) -> str:
+    """Digest of the effective config (known keys only, after env overrides)."""
+    return digest(cfg.effective())
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        parts.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+    return "; ".join(parts)
+
+
+def _read_config_text(path: Path | None) -> tuple[str, str]:
+    if path is None:
+        package, name = DEFAULT_CONFIG_RESOURCE
+        source = "packaged turngate/config/context.json"
+        try:
+            return source, resources.files(package).joinpath(name).read_text(encoding="utf-8")
+        except (OSError, ModuleNotFoundError) as exc:  # pragma: no cover - broken install
+            raise ContextConfigError(f"{source} cannot be read: {exc}") from exc
+    source = Path(path).as_posix()
+    try:
+        return source, Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ContextConfigError(f"context config {source} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ContextConfigError(f"context config {source} cannot be read: {exc}") from exc
+
+
+def _env_bool(env: Mapping[str, str], name: str) -> bool | None:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return None
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ContextConfigError(f"{name}={env[name]!r} is not a boolean (use true/false, 1/0)")
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    raw = env.get(ENV_MAX_REFS, "").strip()
+    if raw:
+        try:
+            overrides["max_refs"] = int(raw, 10)
+        except ValueError as exc:
+            raise ContextConfigError(f"{ENV_MAX_REFS}={raw!r} is not an integer") from exc
+    raw = env.get(ENV_EMPTY_REFS_POLICY, "").strip()
+    if raw:
+        if raw.upper() not in ("DENY", "ALLOW_EMPTY"):
+            raise ContextConfigError(f"{ENV_EMPTY_REFS_POLICY}={raw!r} must be DENY or ALLOW_EMPTY")
+        overrides["empty_refs_policy"] = raw.upper()
+    allow = _env_bool(env, ENV_ALLOW_EXECUTION_REFS)
+    if allow is not None:
+        overrides["allow_execution_refs_for_prompt"] = allow
+    scope = _env_bool(env, ENV_ENFORCE_SCOPE_BOUND)
+    if scope is not None:
+        overrides["enforce_scope_bound"] = scope
+    return overrides
+
+
+def load_context_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> ContextConfig:
+    """Load the context config from ``path`` (default: the packaged file) and apply ``env``.
+
+    Environment overrides: ``TURNGATE_CONTEXT_MAX_REFS``, ``TURNGATE_CONTEXT_EMPTY_REFS_POLICY``,
+    ``TURNGATE_CONTEXT_ALLOW_EXECUTION_REFS``, ``TURNGATE_CONTEXT_ENFORCE_SCOPE_BOUND`` (the last
+    also adds/removes ``SCOPE_BOUND`` from the effective rules). Raises :class:`ContextConfigError`.
+    """
+    source, text = _read_config_text(path)
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ContextConfigError(f"context config {source} is not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ContextConfigError(f"context config {source} must be a JSON object")
+    try:
+        cfg = ContextConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ContextConfigError(f"context config {source}: {_describe(exc)}") from exc
+
+    env = env or {}
+    overrides = _env_overrides(env)
+    if not overrides:
+        return cfg
+    context = {**cfg.context.model_dump(), **overrides}
+    rules = [rule for rule in cfg.normalization.rules if rule != RULE_SCOPE_BOUND]
+    if context["enforce_scope_bound"]:
+        rules.append(RULE_SCOPE_BOUND)
+    try:
+        return ContextConfig.model_validate(
+            {
+                "schema_version": cfg.schema_version,
+                "context": context,
+                "normalization": {"rules": rules},
+            }
+        )
+    except ValidationError as exc:
+        used = ", ".join(f"{name}={env[name]!r}" for name in _ENV_NAMES if env.get(name, "").strip())
+        raise ContextConfigError(
+            f"context config {source} with environment overrides {used}: {_describe(exc)}"
+        ) from exc
+
+
+# --------------------------------------------------------------------------- spec and digest
+
+
+def canonical_declared_refs(intent: Event) -> list[dict[str, Any]]:
+    """The declared refs as declared (every entry, duplicates kept), in canonical order.
+
+    The client's own order stays in the INTENT event; the spec sorts by (ref_type, ref_id,
+    version) so that equal requests get equal digests (seed 000, invariant 4).
+    """
+    refs = sorted(parse_declared_refs(intent), key=declared_ref_sort_key)
+    return [ref.model_dump(mode="json", exclude_none=True) for ref in refs]
+
+
+def build_context_spec(intent: Event, resolution: Resolution, cfg: ContextConfig) -> dict[str, Any]:
+    """The context spec: exactly seed 000's digest scope."""
+    normalization: dict[str, Any] = {
+        "applied_rules": list(resolution.applied_rules),
+        "config_digest": context_config_digest(cfg),
+    }
+    if resolution.dropped_refs:
+        normalization["dropped_refs"] = [ref.model_dump(mode="json") for ref in resolution.dropped_refs]
+    return {
+        "identity": {
+            "thread_id": intent.thread_id,
+            "turn_id": intent.turn_id,
+            "parent_turn_id": intent.parent_turn_id,
+        },
+        "intent": {
+            "intent_type": intent.intent_type,
+            "user_input": IntentView.from_intent(intent).message,
+        },
+        "declared_refs": canonical_declared_refs(intent),
+        "retrieval": {
+            "resolved_refs": [ref.model_dump(mode="json") for ref in resolution.resolved_refs],
+            "normalization": normalization,
+        },
+        "assembly_rules": {
+            "schema_version": CONTEXT_SPEC_SCHEMA_VERSION,
+            "ordering": cfg.context.canonical_sort,
+        },
+        "normative_input_digests": list(resolution.normative_input_digests),
+    }
+
+
+def governance_item_digest(item: GovernanceItem) -> str:
+    return digest(item.model_dump(mode="json"))
+
+
+def build_assembled_context(policy_input: PolicyInput, resolution: Resolution) -> dict[str, Any]:
+    """The normative material assembled for governance (no EXECUTION content, no timestamps)."""
+    return {
+        "normative_input_digests": list(resolution.normative_input_digests),
+        "governance_item_digests": [governance_item_digest(item) for item in policy_input.i_context],
+        "intent_view_digest": digest(policy_input.intent.model_dump(mode="json")),
+    }
+
+
+def context_digest(context_spec: Mapping[str, Any], assembled_context: Mapping[str, Any]) -> str:
+    """sha256 over the canonical JSON of ``{context_spec, assembled_context}``."""
+    return digest({"context_spec": dict(context_spec), "assembled_context": dict(assembled_context)})
+
+
+class ContextBuild(BaseModel):
+    """Everything derived from (INTENT, candidates, config) before the policy runs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    resolution: Resolution
+    policy_input: PolicyInput
+    context_spec: dict[str, Any]
+    assembled_context: dict[str, Any]
+    context_digest: str
+
+
+def build_context(intent: Event, candidates: Sequence[Event], cfg: ContextConfig) -> ContextBuild:
+    """Resolve refs, build the policy input, the spec and the digest: one code path for deciding
+    and for replay/verify. Raises ``RefResolutionError`` or ``InvalidIntentError``."""
+    resolution = resolve_refs(intent, candidates, cfg.context)
+    policy_input = build_policy_input(intent, resolution.governance_events)
+    spec = build_context_spec(intent, resolution, cfg)
+    assembled = build_assembled_context(policy_input, resolution)
+    return ContextBuild(
+        resolution=resolution,
+        policy_input=policy_input,
+        context_spec=spec,
+        assembled_context=assembled,
+        context_digest=context_digest(spec, assembled),
+    )
+
+
+def recompute_context_digest(intent: Event, candidates: Sequence[Event], cfg: ContextConfig) -> str:
+    """Recompute ``context_digest`` from stored inputs (seed 000, invariant 6)."""
+    return build_context(intent, candidates, cfg).context_digest

@@ -1,0 +1,261 @@
+"""The DECISION: resolve refs, ask the policy, and produce the DECISION event payload.
+
+Pure and deterministic: the same (INTENT, candidates, config, policy) always gives the same
+payload, so replay/verify recomputes it with :func:`recompute_decision_digests` and
+:func:`verify_decision`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from turngate.core.canonical import canonical_bytes
+from turngate.core.context import (
+    ContextBuild,
+    ContextConfig,
+    build_context,
+    context_config_digest,
+)
+from turngate.core.events import Event, EventKind, event_digest
+from turngate.core.policy import (
+    InvalidIntentError,
+    LoadedPolicy,
+    PolicyDecision,
+    PolicyInput,
+)
+from turngate.core.refs import RefResolutionError, Resolution
+
+POLICY_EVALUATION_ERROR = "policy.evaluation_error"
+POLICY_INVALID_DECISION = "policy.invalid_decision"
+INTENT_INVALID = InvalidIntentError.code
+
+# Keys of the DECISION payload that an ``execution`` mapping may not overwrite.
+DECISION_KEYS: frozenset[str] = frozenset(
+    {
+        "decision",
+        "reason_codes",
+        "policy",
+        "policy_id",
+        "policy_version",
+        "context_digest",
+        "context_spec",
+        "boundary",
+        "normative_input_digests",
+        "resolved_refs",
+        "error",
+    }
+)
+
+
+class DecisionOutcome(BaseModel):
+    """The result of :func:`decide`. ``payload`` is the DECISION event payload."""
+
+    model_config = ConfigDict(frozen=True)
+
+    allowed: bool
+    payload: dict[str, Any]
+    resolution: Resolution | None = None
+    context_spec: dict[str, Any] | None = None
+    context_digest: str | None = None
+    assembled_context: dict[str, Any] | None = None
+    policy_input: PolicyInput | None = None
+
+
+def _assert_json_without_floats(value: Any, where: str = "payload") -> None:
+    if isinstance(value, float):
+        raise ValueError(f"{where} is a float; DECISION payloads carry no floats")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _assert_json_without_floats(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for position, item in enumerate(value):
+            _assert_json_without_floats(item, f"{where}[{position}]")
+
+
+def _payload(
+    *,
+    decision: PolicyDecision,
+    policy: LoadedPolicy,
+    config_digest: str,
+    built: ContextBuild | None,
+    error: Mapping[str, Any] | None,
+    execution: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "decision": decision.decision,
+        "reason_codes": list(decision.reason_codes),
+        "policy": policy.describe(),
+        "policy_id": policy.policy_id,
+        "policy_version": policy.policy_version,
+        "context_digest": built.context_digest if built else None,
+        "context_spec": built.context_spec if built else None,
+        "boundary": {"context_config_digest": config_digest},
+        "normative_input_digests": (list(built.resolution.normative_input_digests) if built else []),
+        "resolved_refs": (
+            [ref.model_dump(mode="json") for ref in built.resolution.resolved_refs] if built else []
+        ),
+    }
+    if error is not None:
+        payload["error"] = dict(error)
+    if execution:
+        clash = sorted(DECISION_KEYS & set(execution))
+        if clash:
+            raise ValueError(f"execution keys {clash} would overwrite DECISION fields")
+        payload.update(dict(execution))
+    _assert_json_without_floats(payload)
+    canonical_bytes(payload)  # raises CanonicalizationError for anything not JSON
+    return payload
+
+
+def _evaluate(
+    policy: LoadedPolicy, policy_input: PolicyInput
+) -> tuple[PolicyDecision, dict[str, Any] | None]:
+    try:
+        result = policy.evaluate(policy_input)
+    except Exception as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        return PolicyDecision.deny(POLICY_EVALUATION_ERROR), {
+            "code": POLICY_EVALUATION_ERROR,
+            "detail": detail,
+            "ref_id": None,
+        }
+    if isinstance(result, PolicyDecision):
+        return result, None
+    try:
+        return PolicyDecision.model_validate(result), None
+    except ValidationError as exc:
+        reason = exc.errors(include_url=False)[0]["msg"]
+        detail = f"policy returned {type(result).__name__}, not a PolicyDecision: {reason}"
+        return PolicyDecision.deny(POLICY_INVALID_DECISION), {
+            "code": POLICY_INVALID_DECISION,
+            "detail": detail,
+            "ref_id": None,
+        }
+
+
+def decide(
+    intent: Event,
+    candidates: Sequence[Event],
+    cfg: ContextConfig,
+    policy: LoadedPolicy,
+    *,
+    execution: Mapping[str, Any] | None = None,
+) -> DecisionOutcome:
+    """Decide ``intent``: resolve refs, evaluate the policy on I_context, build the payload.
+
+    A ref error (or an INTENT without a message) ends in DENY with the error code as reason code;
+    the policy is not called. A policy that raises or returns garbage ends in DENY
+    (``policy.evaluation_error`` / ``policy.invalid_decision``). ``execution`` (provider,
+    requested_model_id, resolved_model_id) is merged into the payload as given.
+    """
+    if intent.kind != EventKind.INTENT:
+        raise ValueError(f"decide needs an INTENT event, got {intent.kind}")
+    config_digest = context_config_digest(cfg)
+    try:
+        built = build_context(intent, candidates, cfg)
+    except (RefResolutionError, InvalidIntentError) as exc:
+        if isinstance(exc, RefResolutionError):
+            error = exc.as_dict()
+        else:
+            error = {"code": INTENT_INVALID, "detail": str(exc), "ref_id": None}
+        payload = _payload(
+            decision=PolicyDecision.deny(error["code"]),
+            policy=policy,
+            config_digest=config_digest,
+            built=None,
+            error=error,
+            execution=execution,
+        )
+        return DecisionOutcome(allowed=False, payload=payload)
+
+    decision, error = _evaluate(policy, built.policy_input)
+    payload = _payload(
+        decision=decision,
+        policy=policy,
+        config_digest=config_digest,
+        built=built,
+        error=error,
+        execution=execution,
+    )
+    return DecisionOutcome(
+        allowed=decision.allowed,
+        payload=payload,
+        resolution=built.resolution,
+        context_spec=built.context_spec,
+        context_digest=built.context_digest,
+        assembled_context=built.assembled_context,
+        policy_input=built.policy_input,
+    )
+
+
+def recompute_decision_digests(
+    intent: Event, candidates: Sequence[Event], cfg: ContextConfig
+) -> dict[str, Any]:
+    """Recompute from stored inputs what a DECISION pins (seed 000 "What Can Be Verified").
+
+    Returns ``{context_digest, context_config_digest, normative_input_digests, resolved_refs,
+    error_code}``; on a ref error the digest fields are ``None``/empty and ``error_code`` is set.
+    """
+    config_digest = context_config_digest(cfg)
+    try:
+        built = build_context(intent, candidates, cfg)
+    except RefResolutionError as exc:
+        error_code: str | None = exc.code
+        built = None
+    except InvalidIntentError:
+        error_code = INTENT_INVALID
+        built = None
+    else:
+        error_code = None
+    return {
+        "context_digest": built.context_digest if built else None,
+        "context_config_digest": config_digest,
+        "normative_input_digests": (list(built.resolution.normative_input_digests) if built else []),
+        "resolved_refs": (
+            [ref.model_dump(mode="json") for ref in built.resolution.resolved_refs] if built else []
+        ),
+        "error_code": error_code,
+    }
+
+
+def verify_decision(
+    stored: Mapping[str, Any],
+    intent: Event,
+    candidates: Sequence[Event],
+    cfg: ContextConfig,
+    policy: LoadedPolicy | None = None,
+) -> list[str]:
+    """Compare a stored DECISION payload with a recomputation; ``[]`` means it verifies.
+
+    Event digests of the INTENT and the candidates are recomputed from their payloads (never
+    trusted from a digest column). With ``policy``, the policy is re-run and its identity,
+    config digest, decision and reason codes are compared too.
+    """
+    problems: list[str] = []
+    for event in (intent, *candidates):
+        if event_digest(event, event.index, event.prev_event_digest) != event.digest:
+            problems.append(f"event_digest_mismatch: index {event.index}")
+    again = recompute_decision_digests(intent, candidates, cfg)
+    boundary = stored.get("boundary")
+    stored_config = boundary.get("context_config_digest") if isinstance(boundary, Mapping) else None
+    if stored_config != again["context_config_digest"]:
+        problems.append("context_config_digest differs from the reloaded config")
+    if stored.get("context_digest") != again["context_digest"]:
+        problems.append("context_digest differs from the recomputation")
+    if list(stored.get("normative_input_digests") or []) != again["normative_input_digests"]:
+        problems.append("normative_input_digests differ")
+    if list(stored.get("resolved_refs") or []) != again["resolved_refs"]:
+        problems.append("resolved_refs differ")
+    stored_error = stored.get("error")
+    stored_code = stored_error.get("code") if isinstance(stored_error, Mapping) else None
+    if again["error_code"] is not None and stored_code != again["error_code"]:
+        problems.append(f"ref error differs: stored {stored_code!r}, recomputed {again['error_code']!r}")
+    if policy is not None:
+        replayed = decide(intent, candidates, cfg, policy)
+        for key in ("decision", "reason_codes", "policy"):
+            if stored.get(key) != replayed.payload[key]:
+                problems.append(f"{key} differs from the re-evaluated policy")
+    return problems

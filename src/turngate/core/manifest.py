@@ -1,0 +1,151 @@
+"""Context manifests (seed 004): what the model saw, why, and what was left out, per step.
+
+Pointers and hashes only: item ids are event digests, sources are event indexes, large content
+lives in the artifact store and is referenced by :class:`ArtifactPointer`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+if TYPE_CHECKING:
+    from turngate.core.assembly import Assembly
+    from turngate.core.decision import DecisionOutcome
+    from turngate.core.events import Event
+
+MANIFEST_SCHEMA_VERSION = "turngate.manifest.1"
+
+ItemType = Literal["user_input", "tool_output", "memory", "evidence", "policy", "summary"]
+ExcludedReason = Literal[
+    "budget_limit",
+    "policy_filter",
+    "not_admitted_for_execution",
+    "score_below_threshold",
+    "no_prompt_content",
+]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^(sha256:)?[0-9a-f]{64}$")]
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class InclusionEntry(_Frozen):
+    """An item that is in the prompt, and why."""
+
+    item_id: str
+    item_type: ItemType
+    source_ref: int | str
+    included_reason: str
+
+
+class ExclusionEntry(_Frozen):
+    """An item that was available but left out, and why."""
+
+    item_id: str
+    item_type: ItemType
+    source_ref: int | str
+    excluded_reason: ExcludedReason
+
+
+class ArtifactPointer(_Frozen):
+    """Where raw bytes live: a workspace-relative path plus their hash and size."""
+
+    artifact_id: str
+    path: str
+    sha256: Sha256
+    size_bytes: int = Field(ge=0)
+    created_at: str | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _workspace_relative(cls, path: str) -> str:
+        if not path or path.startswith("/") or "\\" in path or _DRIVE.match(path):
+            raise ValueError("artifact paths are workspace-relative POSIX paths")
+        if any(part in ("", ".", "..") for part in path.split("/")):
+            raise ValueError("artifact paths have no empty, '.' or '..' segments")
+        return path
+
+
+class ContextManifest(_Frozen):
+    """Seed 004's context manifest for one step (one turn's prompt assembly)."""
+
+    schema_version: str = MANIFEST_SCHEMA_VERSION
+    run_id: str
+    step_id: str
+    snapshot_id: str | None
+    intent: dict[str, Any]
+    retrieval_query: dict[str, Any] | None
+    candidate_chunk_ids: tuple[str, ...]
+    selected_chunk_ids: tuple[str, ...]
+    reranker_model: str | None = None
+    reranker_version: str | None = None
+    token_budget: int
+    estimated_tokens: int
+    compiler_version: str
+    prefix_hash: str
+    prefix_length: int
+    inclusion_log: tuple[InclusionEntry, ...]
+    exclusion_log: tuple[ExclusionEntry, ...]
+    artifacts: tuple[ArtifactPointer, ...] = ()
+
+
+def build_manifest(
+    outcome: DecisionOutcome,
+    assembly: Assembly,
+    *,
+    intent: Event,
+    run_id: str,
+    step_id: str,
+    snapshot_id: str | None = None,
+    artifacts: Sequence[ArtifactPointer] = (),
+) -> ContextManifest:
+    """The manifest of an ALLOWed turn from its decision and its assembly.
+
+    ``intent`` holds digest pointers (never the message text); ``retrieval_query`` is the
+    declared refs (turngate has no retrieval and no reranker); candidates are every resolved or
+    dropped ref, selected are the refs whose content is in the prompt.
+    """
+    resolution = outcome.resolution
+    payload = outcome.payload
+    candidates: list[str] = []
+    if resolution is not None:
+        ranked = [(ref.event_index, ref.event_digest) for ref in resolution.resolved_refs]
+        ranked += [(ref.event_index, ref.event_digest) for ref in resolution.dropped_refs]
+        candidates = [item_digest for _, item_digest in sorted(ranked)]
+    selected = [entry.item_id for entry in assembly.included if entry.included_reason == "declared_ref"]
+    declared = (outcome.context_spec or {}).get("declared_refs", [])
+    boundary = payload.get("boundary") or {}
+    return ContextManifest(
+        run_id=run_id,
+        step_id=step_id,
+        snapshot_id=snapshot_id,
+        intent={
+            "event_digest": intent.digest,
+            "event_index": intent.index,
+            "thread_id": intent.thread_id,
+            "turn_id": intent.turn_id,
+            "intent_type": intent.intent_type,
+            "decision": payload.get("decision"),
+            "context_digest": outcome.context_digest,
+            "context_config_digest": boundary.get("context_config_digest"),
+            "policy": payload.get("policy"),
+        },
+        retrieval_query={"mode": "declared_refs", "declared_refs": declared},
+        candidate_chunk_ids=tuple(candidates),
+        selected_chunk_ids=tuple(selected),
+        token_budget=assembly.budget_tokens,
+        estimated_tokens=assembly.estimated_tokens,
+        compiler_version=assembly.compiler_version,
+        prefix_hash=assembly.prefix_hash,
+        prefix_length=assembly.prefix_length,
+        inclusion_log=tuple(assembly.included),
+        exclusion_log=tuple(assembly.excluded),
+        artifacts=tuple(artifacts),
+    )
