@@ -1,0 +1,71 @@
+"""The ledger's tables, as SQLAlchemy Core metadata.
+
+This module describes the schema that the migrations in ``ledger/migrations/versions`` build;
+the store queries through it. A test compares the two (alembic's autogenerate diff must be
+empty), so a change here without a migration fails CI.
+
+``index`` is the global position of an event: it starts at 0, has no gaps and equals the
+event's position in the log. On SQLite it is an ``INTEGER PRIMARY KEY`` (an alias of the rowid,
+so lookups and range scans by index are b-tree searches); elsewhere a ``BIGINT`` primary key.
+The payload is stored as canonical JSON text (RFC 8785), including its ``_obs`` part; timestamps
+(``created_at``) are observational and outside every digest.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+#: BIGINT everywhere, INTEGER on SQLite (only ``INTEGER PRIMARY KEY`` aliases the rowid there).
+IndexType = BigInteger().with_variant(Integer(), "sqlite")
+
+APPEND_ONLY_MESSAGE = "turngate ledger is append-only"
+
+events = Table(
+    "events",
+    metadata,
+    Column("index", IndexType, primary_key=True, autoincrement=False),
+    Column("kind", Text, nullable=False),
+    Column("thread_id", Text, nullable=False),
+    Column("turn_id", Text, nullable=False),
+    Column("parent_turn_id", Text, nullable=True),
+    Column("correlation_id", Text, nullable=False),
+    Column("stream_id", Text, nullable=False),
+    Column("lane", Text, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("intent_type", Text, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("digest", Text, nullable=False),
+    Column("prev_event_digest", Text, nullable=True),
+    Column("created_at", Text, nullable=False),
+    UniqueConstraint("correlation_id", "kind", name="uq_events_correlation_id_kind"),
+    Index("ix_events_thread_id_index", "thread_id", "index"),
+    Index("ix_events_correlation_id", "correlation_id"),
+    Index("ix_events_thread_id_turn_id", "thread_id", "turn_id"),
+    # Cross-thread lookups by turn_id (fetch_ref_candidates reports CROSS_THREAD_REF).
+    Index("ix_events_turn_id", "turn_id"),
+    Index("ix_events_digest", "digest"),
+    Index("ix_events_stream_id_lane_index", "stream_id", "lane", "index"),
+)
+
+#: ``events.c["index"]`` (``index`` is also a method name on column collections).
+index_column = events.c["index"]
+
+#: Column names of ``events`` in table order.
+EVENT_COLUMNS: tuple[str, ...] = tuple(column.name for column in events.columns)

@@ -1,0 +1,605 @@
+"""LedgerStore: the append-only, hash-chained event log over SQLAlchemy Core.
+
+SQLite is the default backend (``sqlite:///path/ledger.sqlite3``); the SQL is portable except in
+the branches marked ``SQLite only`` / ``PostgreSQL only``.
+
+Writes are serialized twice: by a process-local lock (threads of one process queue up here
+instead of spinning on SQLite's busy handler) and by the database's write lock, taken up front
+(``BEGIN IMMEDIATE`` on SQLite, ``pg_advisory_xact_lock`` on PostgreSQL), so the read of the
+last index and the insert of the next one are one atomic step across processes.
+
+Every method is synchronous and thread-safe: it is called from sync Temporal activities, the
+FastAPI threadpool and the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Select,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+    text,
+)
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from turngate.core.canonical import canonical_bytes
+from turngate.core.events import Event, EventDraft, event_digest_scope, seal
+from turngate.ledger.schema import EVENT_COLUMNS, events, index_column
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+DEFAULT_BUSY_TIMEOUT_MS = 30_000
+MAX_PAGE = 1000
+#: Ref ids / indexes per ``IN (...)`` list (well under every backend's bind-parameter limit).
+IN_CHUNK = 500
+#: Key of the PostgreSQL advisory lock that serializes ledger writers and migrations.
+PG_WRITE_LOCK_KEY = 0x7475726E67617465 & 0x7FFFFFFFFFFFFFFF  # "turngate"
+
+_WRITE_OPTION = "turngate_write"
+
+# Statements built once (compiled once, then served from SQLAlchemy's statement cache).
+_INSERT_EVENT = insert(events)
+_SELECT_LAST = select(index_column, events.c.digest).order_by(index_column.desc()).limit(1)
+_SELECT_BY_CORRELATIONS = select(events).where(events.c.correlation_id.in_(bindparam("ids", expanding=True)))
+
+
+class LedgerError(Exception):
+    """Base class of every error the ledger raises."""
+
+
+class LedgerConflictError(LedgerError):
+    """A different event already exists under the same (correlation_id, kind)."""
+
+    def __init__(self, correlation_id: str, kind: str, existing_index: int) -> None:
+        super().__init__(
+            f"ledger conflict: event ({correlation_id!r}, {kind}) already exists at index "
+            f"{existing_index} with a different identity or payload"
+        )
+        self.correlation_id = correlation_id
+        self.kind = kind
+        self.existing_index = existing_index
+
+
+class LedgerUnavailableError(LedgerError):
+    """The database cannot be reached, opened, locked or written (the operation may be retried)."""
+
+
+# --------------------------------------------------------------------------- engine
+
+
+def _sqlite_on_connect(busy_timeout_ms: int, memory: bool) -> Any:
+    """SQLite only: connection pragmas, and hand BEGIN over to :func:`_sqlite_on_begin`."""
+
+    def on_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+        # The sqlite3 driver's legacy transaction control does not BEGIN before SELECT or DDL;
+        # switch it off and emit BEGIN ourselves (SQLAlchemy's documented recipe).
+        dbapi_connection.isolation_level = None  # type: ignore[attr-defined]
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            if not memory:
+                _enable_wal(cursor, busy_timeout_ms)
+            # FULL: a commit is fsynced before it is acknowledged (in WAL mode NORMAL could
+            # lose the last commits on power loss).
+            cursor.execute("PRAGMA synchronous = FULL")
+        finally:
+            cursor.close()
+
+    return on_connect
+
+
+def _enable_wal(cursor: Any, busy_timeout_ms: int) -> None:
+    """SQLite only: switch the database file to WAL (persistent; a no-op once it is WAL)."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        cursor.execute("PRAGMA journal_mode")
+        if str(cursor.fetchone()[0]).lower() == "wal":
+            return
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            if str(cursor.fetchone()[0]).lower() == "wal":
+                return
+        except Exception as exc:  # sqlite3.OperationalError: database is locked
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise LedgerUnavailableError("could not switch the SQLite ledger to WAL mode")
+        time.sleep(0.01)
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    """SQLite only: writers take the write lock up front, readers get a snapshot."""
+    mode = "IMMEDIATE" if conn.get_execution_options().get(_WRITE_OPTION) else "DEFERRED"
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def is_sqlite_memory(url: str) -> bool:
+    parsed = make_url(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+
+
+def create_ledger_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
+    """An engine configured for the ledger (pragmas and BEGIN handling on SQLite)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    # --- SQLite only ---------------------------------------------------------------------
+    if parsed.get_driver_name() != "pysqlite":
+        raise LedgerError(f"unsupported SQLite driver {parsed.get_driver_name()!r}; use sqlite://")
+    memory = is_sqlite_memory(url)
+    if memory:
+        engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        database = parsed.database or ""
+        if not database.startswith("file:"):
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        # Connections are cheap; many API/activity threads read at once (writers queue on the
+        # process-local lock and hold one connection).
+        engine = create_engine(
+            parsed,
+            pool_size=8,
+            max_overflow=32,
+            connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
+        )
+    event.listen(engine, "connect", _sqlite_on_connect(busy_timeout_ms, memory))
+    event.listen(engine, "begin", _sqlite_on_begin)
+    return engine
+
+
+@contextmanager
+def migration_lock(conn: Connection) -> Iterator[Connection]:
+    """Run the body in a transaction that holds the ledger's write lock (see module doc)."""
+    conn.execution_options(**{_WRITE_OPTION: True})
+    with conn.begin():
+        if conn.dialect.name == "postgresql":
+            # --- PostgreSQL only: one writer/migrator at a time, released at commit -------
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_WRITE_LOCK_KEY})
+        yield conn
+
+
+def migrate(conn: Connection) -> None:
+    """Upgrade the ledger schema to head inside ``conn``'s (locked) transaction."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+    config.attributes["connection"] = conn
+    command.upgrade(config, "head")
+
+
+@contextmanager
+def _unavailable_on_db_errors(action: str) -> Iterator[None]:
+    """Translate "the database is not usable right now" into :class:`LedgerUnavailableError`.
+
+    Locked / unreachable / unopenable / not-a-database errors and pool timeouts qualify;
+    constraint violations and SQL errors (bugs) pass through unchanged.
+    """
+    try:
+        yield
+    except (
+        sa_exc.IntegrityError,
+        sa_exc.ProgrammingError,
+        sa_exc.DataError,
+        sa_exc.NotSupportedError,
+    ):
+        raise
+    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.DatabaseError) as exc:
+        raise LedgerUnavailableError(f"ledger {action} failed: {exc.orig}") from exc
+    except sa_exc.TimeoutError as exc:
+        raise LedgerUnavailableError(f"ledger {action} failed: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- rows <-> events
+
+
+def utc_now_iso() -> str:
+    """Observational timestamp: ISO-8601, UTC, microseconds, ``Z`` suffix."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def event_to_row(event: Event) -> dict[str, Any]:
+    return {
+        "index": event.index,
+        "kind": str(event.kind),
+        "thread_id": event.thread_id,
+        "turn_id": event.turn_id,
+        "parent_turn_id": event.parent_turn_id,
+        "correlation_id": event.correlation_id,
+        "stream_id": event.stream_id,
+        "lane": event.lane,
+        "actor": event.actor,
+        "intent_type": event.intent_type,
+        "payload": canonical_bytes(event.payload).decode("utf-8"),
+        "digest": event.digest,
+        "prev_event_digest": event.prev_event_digest,
+        "created_at": event.created_at or utc_now_iso(),
+    }
+
+
+def event_from_row(row: Mapping[str, Any]) -> Event:
+    values = {name: row[name] for name in EVENT_COLUMNS}
+    values["payload"] = json.loads(values["payload"])
+    return Event.model_validate(values)
+
+
+def _identity_bytes(draft: EventDraft) -> bytes:
+    """What must match for an append to be a retry of an existing event."""
+    return canonical_bytes(event_digest_scope(draft, 0, None))
+
+
+def _chunks(values: Sequence[Any], size: int = IN_CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def _cap(limit: int) -> int:
+    return max(0, min(int(limit), MAX_PAGE))
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class LedgerStore:
+    """The ledger. Open it with a SQLAlchemy URL; it migrates the schema to head on open."""
+
+    def __init__(self, url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> None:
+        #: The URL with any password masked (safe to log).
+        self.url = make_url(url).render_as_string(hide_password=True)
+        self._memory = is_sqlite_memory(url)
+        self._write_lock = threading.Lock()
+        # In-memory SQLite shares one connection between threads: serialize everything.
+        self._shared_lock = threading.RLock() if self._memory else None
+        self._marker_lock = threading.Lock()
+        self._marker_conn: Any = None
+        self._closed = False
+        with _unavailable_on_db_errors(f"open of {self.url}"):
+            self._engine = create_ledger_engine(url, busy_timeout_ms=busy_timeout_ms)
+            try:
+                with self._engine.connect() as conn, migration_lock(conn):
+                    migrate(conn)
+            except BaseException:
+                self._engine.dispose()
+                raise
+
+    # ----------------------------------------------------------------- plumbing
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    def __enter__(self) -> LedgerStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release every connection. The store must not be used afterwards."""
+        with self._marker_lock:
+            if self._marker_conn is not None:
+                self._marker_conn.close()
+                self._marker_conn = None
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+    @contextmanager
+    def read_connection(self, action: str = "read") -> Iterator[Connection]:
+        """A read transaction: one consistent snapshot for every statement inside.
+
+        For read-only tools over the raw rows (``verify_ledger``); never write through it.
+        """
+        with self._read(action) as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[Connection]:
+        self._check_open()
+        with (
+            self._maybe_shared(),
+            _unavailable_on_db_errors(action),
+            self._engine.connect() as conn,
+            conn.begin(),
+        ):
+            yield conn
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[Connection]:
+        self._check_open()
+        with (
+            self._write_lock,
+            self._maybe_shared(),
+            _unavailable_on_db_errors(action),
+            self._engine.connect() as conn,
+            migration_lock(conn),
+        ):
+            yield conn
+
+    @contextmanager
+    def _maybe_shared(self) -> Iterator[None]:
+        if self._shared_lock is None:
+            yield
+        else:
+            with self._shared_lock:
+                yield
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LedgerError("the ledger store is closed")
+
+    # ----------------------------------------------------------------- writes
+
+    def append(self, draft: EventDraft) -> Event:
+        """Record ``draft`` as the next event, or return the identical event already recorded.
+
+        Idempotent on (correlation_id, kind): a retry with the same identity and payload (the
+        ``_obs`` part aside) returns the stored event; anything else raises
+        :class:`LedgerConflictError`.
+        """
+        return self.append_many([draft])[0]
+
+    def append_many(self, drafts: Sequence[EventDraft]) -> list[Event]:
+        """:meth:`append` for several drafts in one transaction (all or nothing)."""
+        if not drafts:
+            return []
+        for attempt in (1, 2):
+            try:
+                with self._write("append") as conn:
+                    return self._append_locked(conn, drafts)
+            except sa_exc.IntegrityError as exc:
+                # Unreachable while every writer takes the write lock; a writer that does not
+                # (another tool) can still race us: re-read once, then give up loudly.
+                if attempt == 2:
+                    raise LedgerError(f"ledger append failed: {exc.orig}") from exc
+        raise AssertionError("unreachable")
+
+    def _append_locked(self, conn: Connection, drafts: Sequence[EventDraft]) -> list[Event]:
+        wanted = {(d.correlation_id, str(d.kind)) for d in drafts}
+        known: dict[tuple[str, str], Event] = {}
+        for chunk in _chunks(sorted({d.correlation_id for d in drafts})):
+            for row in conn.execute(_SELECT_BY_CORRELATIONS, {"ids": list(chunk)}).mappings():
+                key = (row["correlation_id"], row["kind"])
+                if key in wanted:
+                    known[key] = event_from_row(row)
+        last = conn.execute(_SELECT_LAST).first()
+        next_index = 0 if last is None else int(last[0]) + 1
+        prev_digest: str | None = None if last is None else str(last[1])
+        recorded: list[Event] = []
+        new_rows: list[dict[str, Any]] = []
+        for draft in drafts:
+            key = (draft.correlation_id, str(draft.kind))
+            existing = known.get(key)
+            if existing is not None:
+                if _identity_bytes(existing) != _identity_bytes(draft):
+                    raise LedgerConflictError(draft.correlation_id, key[1], existing.index)
+                recorded.append(existing)
+                continue
+            sealed = seal(draft, next_index, prev_digest, utc_now_iso())
+            known[key] = sealed
+            new_rows.append(event_to_row(sealed))
+            recorded.append(sealed)
+            next_index += 1
+            prev_digest = sealed.digest
+        if new_rows:
+            conn.execute(_INSERT_EVENT, new_rows)
+        return recorded
+
+    # ----------------------------------------------------------------- point reads
+
+    def get(self, index: int) -> Event | None:
+        with self._read("get") as conn:
+            row = conn.execute(select(events).where(index_column == index)).mappings().first()
+        return None if row is None else event_from_row(row)
+
+    def by_correlation(self, correlation_id: str) -> list[Event]:
+        """Every event with this correlation_id, ordered by index."""
+        return self._select(
+            select(events).where(events.c.correlation_id == correlation_id).order_by(index_column),
+            "by_correlation",
+        )
+
+    def turn_events(self, thread_id: str, turn_id: str) -> list[Event]:
+        """Every event of one turn, ordered by index."""
+        return self._select(
+            select(events)
+            .where(events.c.thread_id == thread_id, events.c.turn_id == turn_id)
+            .order_by(index_column),
+            "turn_events",
+        )
+
+    def fetch_ref_candidates(self, thread_id: str, ref_ids: Sequence[str]) -> list[Event]:
+        """The events that declared refs may point at, for deterministic resolution.
+
+        Returns every event of ``thread_id`` whose correlation_id, turn_id or digest equals one
+        of ``ref_ids``; plus, for each ref id with no match in the thread, at most one matching
+        event of another thread (the lowest index), so the resolver can report
+        ``CROSS_THREAD_REF`` instead of ``REF_NOT_FOUND``. Ordered by index, no duplicates.
+
+        Cost: index lookups proportional to the number of refs (unique (correlation_id, kind)
+        bounds the correlation matches per ref), never a scan of the thread or of the log.
+        """
+        refs = list(dict.fromkeys(ref_ids))
+        if not refs:
+            return []
+        found: dict[int, Mapping[str, Any]] = {}
+        with self._read("fetch_ref_candidates") as conn:
+            for chunk in _chunks(refs):
+                # correlation_id and digest matches in any thread (bounded per ref).
+                for condition in (events.c.correlation_id.in_(chunk), events.c.digest.in_(chunk)):
+                    for row in conn.execute(select(events).where(condition)).mappings():
+                        found[int(row["index"])] = row
+                for row in conn.execute(
+                    select(events).where(events.c.thread_id == thread_id, events.c.turn_id.in_(chunk))
+                ).mappings():
+                    found[int(row["index"])] = row
+
+            in_thread = {i: row for i, row in found.items() if row["thread_id"] == thread_id}
+            matched = {
+                row[column]
+                for row in in_thread.values()
+                for column in ("correlation_id", "turn_id", "digest")
+            }
+            result = dict(in_thread)
+            for ref in refs:
+                if ref in matched:
+                    continue
+                elsewhere = sorted(
+                    i
+                    for i, row in found.items()
+                    if row["thread_id"] != thread_id and ref in (row["correlation_id"], row["digest"])
+                )
+                turn_row = (
+                    conn.execute(
+                        select(events)
+                        .where(events.c.turn_id == ref, events.c.thread_id != thread_id)
+                        .order_by(index_column)
+                        .limit(1)
+                    )
+                    .mappings()
+                    .first()
+                )
+                candidates = [(i, found[i]) for i in elsewhere[:1]]
+                if turn_row is not None:
+                    candidates.append((int(turn_row["index"]), turn_row))
+                if candidates:
+                    index, row = min(candidates, key=lambda pair: pair[0])
+                    result[index] = row
+        return [event_from_row(result[i]) for i in sorted(result)]
+
+    # ----------------------------------------------------------------- ranges
+
+    def snapshot(
+        self,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        stream_id: str | None = None,
+        lane: str | None = None,
+        thread_id: str | None = None,
+    ) -> tuple[int, list[Event]]:
+        """(length of the filtered log, one page of it), ordered by index.
+
+        ``offset`` is a position within the filtered result (not an event index); ``limit`` is
+        capped at ``MAX_PAGE``. Both values come from one read snapshot.
+        """
+        conditions = self._filters(stream_id=stream_id, lanes=[lane] if lane else None)
+        if thread_id is not None:
+            conditions.append(events.c.thread_id == thread_id)
+        page_query = (
+            select(events)
+            .where(*conditions)
+            .order_by(index_column)
+            .offset(max(0, int(offset)))
+            .limit(_cap(limit))
+        )
+        with self._read("snapshot") as conn:
+            total = int(
+                conn.execute(select(func.count()).select_from(events).where(*conditions)).scalar_one()
+            )
+            rows = conn.execute(page_query).mappings().all()
+        return total, [event_from_row(row) for row in rows]
+
+    def since(
+        self,
+        index_exclusive: int,
+        *,
+        limit: int = 500,
+        stream_id: str | None = None,
+        lanes: Sequence[str] | None = None,
+    ) -> list[Event]:
+        """Events with index > ``index_exclusive`` (live tailing), ascending, at most ``limit``."""
+        conditions = self._filters(stream_id=stream_id, lanes=lanes)
+        return self._select(
+            select(events)
+            .where(index_column > index_exclusive, *conditions)
+            .order_by(index_column)
+            .limit(_cap(limit)),
+            "since",
+        )
+
+    def last(
+        self,
+        n: int,
+        *,
+        stream_id: str | None = None,
+        lanes: Sequence[str] | None = None,
+    ) -> list[Event]:
+        """The last ``n`` matching events (a /tail backlog), ascending by index."""
+        conditions = self._filters(stream_id=stream_id, lanes=lanes)
+        newest_first = self._select(
+            select(events).where(*conditions).order_by(index_column.desc()).limit(_cap(n)), "last"
+        )
+        return newest_first[::-1]
+
+    @staticmethod
+    def _filters(*, stream_id: str | None, lanes: Sequence[str] | None) -> list[ColumnElement[bool]]:
+        conditions: list[ColumnElement[bool]] = []
+        if stream_id is not None:
+            conditions.append(events.c.stream_id == stream_id)
+        if lanes is not None:
+            conditions.append(events.c.lane.in_(list(lanes)))
+        return conditions
+
+    def _select(self, query: Select[Any], action: str) -> list[Event]:
+        with self._read(action) as conn:
+            rows = conn.execute(query).mappings().all()
+        return [event_from_row(row) for row in rows]
+
+    # ----------------------------------------------------------------- head and change marker
+
+    def head(self) -> tuple[int, str | None]:
+        """(number of events, digest of the last one); (0, None) for an empty ledger."""
+        with self._read("head") as conn:
+            row = conn.execute(_SELECT_LAST).first()
+        return (0, None) if row is None else (int(row[0]) + 1, str(row[1]))
+
+    def change_marker(self) -> int:
+        """A cheap value that changes whenever a commit lands (from any process).
+
+        Compare markers for inequality only. SQLite: ``PRAGMA data_version`` read on a dedicated
+        connection that never writes (it changes whenever any *other* connection commits)
+        combined with the head count; both only grow, so the marker grows with every commit.
+        Other backends: the head count (the log is append-only, so every append changes it).
+        """
+        self._check_open()
+        if self.dialect != "sqlite" or self._memory:
+            return self.head()[0]
+        # --- SQLite only -----------------------------------------------------------------
+        driver_error = self._engine.dialect.loaded_dbapi.Error
+        with self._marker_lock, _unavailable_on_db_errors("change_marker"):
+            if self._marker_conn is None:
+                self._marker_conn = self._engine.raw_connection()
+            cursor = self._marker_conn.cursor()
+            try:
+                cursor.execute("PRAGMA data_version")
+                data_version = int(cursor.fetchone()[0])
+                cursor.execute('SELECT max("index") FROM events')
+                max_index = cursor.fetchone()[0]
+            except driver_error as exc:
+                raise LedgerUnavailableError(f"ledger change_marker failed: {exc}") from exc
+            finally:
+                cursor.close()
+        count = 0 if max_index is None else int(max_index) + 1
+        return (data_version << 40) + count
