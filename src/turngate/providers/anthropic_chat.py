@@ -1,0 +1,137 @@
+"""Anthropic Messages API through the official ``anthropic`` SDK, streaming.
+
+The WHOLE message list is sent, shaped the way the Messages API requires:
+
+- every ``system`` message (wherever it stands) goes, in order, joined by a blank line, to the
+  ``system`` parameter;
+- the other messages keep their order; consecutive messages of the same role are merged into one
+  (contents joined by a blank line), because the API requires user/assistant alternation;
+- the list must start with a user message: when the first non-system message is an assistant
+  message it is kept, preceded by the fixed user turn :data:`LEADING_USER_PLACEHOLDER`;
+- a request without any user/assistant message is a ``provider.bad_request`` (nothing is sent).
+
+``max_tokens`` is required by Anthropic: :data:`DEFAULT_MAX_TOKENS` when the request has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anthropic
+
+from turngate.providers.base import ChatMessage, ProviderError, ProviderRequest, StreamChunk, Usage
+from turngate.providers.errors import classify_exception
+from turngate.settings import Settings
+
+DEFAULT_MAX_TOKENS = 1024
+LEADING_USER_PLACEHOLDER = "(conversation continues)"
+_JOIN = "\n\n"
+
+
+def to_anthropic(messages: Sequence[ChatMessage]) -> tuple[str | None, list[dict[str, str]]]:
+    """``(system, messages)`` in Messages API shape; see the module docstring for the rules."""
+    system_parts = [m.content for m in messages if m.role == "system"]
+    turns: list[dict[str, str]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        if turns and turns[-1]["role"] == message.role:
+            turns[-1] = {
+                "role": message.role,
+                "content": turns[-1]["content"] + _JOIN + message.content,
+            }
+        else:
+            turns.append({"role": message.role, "content": message.content})
+    if not turns:
+        raise ProviderError(
+            "provider.bad_request",
+            "anthropic: the request has no user or assistant message",
+            retryable=False,
+        )
+    if turns[0]["role"] == "assistant":
+        turns.insert(0, {"role": "user", "content": LEADING_USER_PLACEHOLDER})
+    system = _JOIN.join(system_parts) if system_parts else None
+    return system, turns
+
+
+class AnthropicChatProvider:
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        models: tuple[str, ...] = (),
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.models = tuple(models)
+        self._secrets = (api_key,)
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url or None,
+            max_retries=0,
+            timeout=timeout_s,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AnthropicChatProvider:
+        if settings.anthropic_api_key is None:
+            raise ValueError("ANTHROPIC_API_KEY is not set")
+        return cls(
+            api_key=settings.anthropic_api_key.get_secret_value(),
+            base_url=settings.anthropic_base_url,
+            models=settings.anthropic_models,
+            timeout_s=float(settings.llm_wall_clock_s),
+        )
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
+        system, turns = to_anthropic(request.messages)
+        max_tokens = DEFAULT_MAX_TOKENS if request.max_tokens is None else request.max_tokens
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": turns,
+            "max_tokens": max_tokens,
+            "stream": True,
+        }
+        if system is not None:
+            params["system"] = system
+        input_tokens: int | None = None
+        output_tokens: int | None = None
+        try:
+            response = await self._client.messages.create(**params)
+            async with response:
+                async for event in response:
+                    if event.type == "message_start":
+                        input_tokens = _total_input(event.message.usage)
+                        output_tokens = event.message.usage.output_tokens
+                    elif event.type == "content_block_delta":
+                        if event.delta.type == "text_delta" and event.delta.text:
+                            yield StreamChunk(text=event.delta.text)
+                    elif event.type == "message_delta":
+                        output_tokens = event.usage.output_tokens
+                        if event.usage.input_tokens is not None:
+                            input_tokens = _total_input(event.usage)
+        except Exception as exc:
+            error = classify_exception(exc, vendor=self.name, secrets=self._secrets)
+            if error is None:
+                raise
+            raise error from None
+        yield StreamChunk(usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _total_input(usage: Any) -> int | None:
+    """All prompt tokens the model read: uncached input plus cache writes and cache reads."""
+    if usage.input_tokens is None:
+        return None
+    return (
+        usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+    )

@@ -1,0 +1,309 @@
+"""Classify vendor SDK and transport failures into :class:`ProviderError`, where they are raised.
+
+One table for every provider (see docs/PROVIDERS.md):
+
+======================  =============================  =========
+HTTP status / failure   ``ProviderError.type``         retryable
+======================  =============================  =========
+400                     ``provider.bad_request``       no
+401, 403                ``provider.auth``              no
+404                     ``provider.not_found``         no
+408                     ``provider.timeout``           yes
+409                     ``provider.conflict``          yes
+413                     ``provider.request_too_large`` no
+422                     ``provider.unprocessable``     no
+429                     ``provider.rate_limited``      yes
+503, 529                ``provider.overloaded``        yes
+other 5xx               ``provider.server_error``      yes
+other 4xx               ``provider.client_error``      no
+timeout (no answer)     ``provider.timeout``           yes
+connection failure      ``provider.connection``        yes
+error event mid-stream  by its error type, else ``provider.server_error`` (yes)
+malformed response      ``provider.invalid_response``  no
+======================  =============================  =========
+
+Retryable errors carry ``retry_after_s`` from ``retry-after-ms`` or ``Retry-After`` (seconds or an
+HTTP-date) when the response had one. Messages are scrubbed: they never contain an API key, a
+bearer token, an ``Authorization``/``x-api-key`` value or a password inside a URL.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import anthropic
+import httpx
+import ollama
+import openai
+
+from turngate.providers.base import ProviderError
+
+try:  # the vendor SDKs ship their own fork of httpx; its errors are distinct classes
+    import httpx2
+
+    _TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (
+        httpx.TimeoutException,
+        httpx2.TimeoutException,
+    )
+    _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+        httpx.TransportError,
+        httpx2.TransportError,
+    )
+    _HTTP_STATUS_ERRORS: tuple[type[BaseException], ...] = (
+        httpx.HTTPStatusError,
+        httpx2.HTTPStatusError,
+    )
+except ImportError:  # pragma: no cover - older SDKs use plain httpx
+    _TIMEOUT_ERRORS = (httpx.TimeoutException,)
+    _TRANSPORT_ERRORS = (httpx.TransportError,)
+    _HTTP_STATUS_ERRORS = (httpx.HTTPStatusError,)
+
+MAX_MESSAGE_CHARS = 500
+REDACTED = "[redacted]"
+
+# Vendor error types (Anthropic's ``error.type``, OpenAI's ``error.type``/``code``) seen in error
+# events that arrive after a 200 response has started streaming.
+_STREAM_ERROR_TYPES: dict[str, tuple[str, bool]] = {
+    "overloaded_error": ("provider.overloaded", True),
+    "rate_limit_error": ("provider.rate_limited", True),
+    "rate_limit_exceeded": ("provider.rate_limited", True),
+    "api_error": ("provider.server_error", True),
+    "server_error": ("provider.server_error", True),
+    "timeout_error": ("provider.timeout", True),
+    "invalid_request_error": ("provider.bad_request", False),
+    "authentication_error": ("provider.auth", False),
+    "permission_error": ("provider.auth", False),
+    "not_found_error": ("provider.not_found", False),
+    "request_too_large": ("provider.request_too_large", False),
+}
+
+_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # header-like "Authorization: Bearer x", "x-api-key=x", "'api_key': 'x'"
+    (
+        re.compile(
+            r"(?i)\b(authorization|x-api-key|api[_-]?key)(['\"]?\s*[:=]\s*['\"]?)"
+            r"(?:bearer\s+)?[^\s'\",}]+"
+        ),
+        r"\1\2" + REDACTED,
+    ),
+    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer " + REDACTED),
+    # OpenAI / Anthropic style keys: sk-..., sk-proj-..., sk-ant-...
+    (
+        re.compile(r"\bsk-[A-Za-z0-9_*.-]{2,}"),
+        "sk-" + REDACTED,
+    ),  # credentials inside a URL: scheme://user:password@host
+    (re.compile(r"://[^/\s:@]+:[^/\s@]+@"), "://" + REDACTED + "@"),
+)
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """Remove known secret values and anything shaped like a key or bearer token."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, REDACTED)
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delta-seconds or HTTP-date)."""
+    if not headers:
+        return None
+    millis = _header(headers, "retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis)
+        except ValueError:
+            value = -1.0
+        if value >= 0:
+            return value / 1000.0
+    raw = _header(headers, "retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def status_error_type(status: int) -> tuple[str, bool]:
+    """``(ProviderError.type, retryable)`` for an HTTP status of a failed call."""
+    if status == 400:
+        return "provider.bad_request", False
+    if status in (401, 403):
+        return "provider.auth", False
+    if status == 404:
+        return "provider.not_found", False
+    if status == 408:
+        return "provider.timeout", True
+    if status == 409:
+        return "provider.conflict", True
+    if status == 413:
+        return "provider.request_too_large", False
+    if status == 422:
+        return "provider.unprocessable", False
+    if status == 429:
+        return "provider.rate_limited", True
+    if status in (503, 529):
+        return "provider.overloaded", True
+    if 500 <= status <= 599:
+        return "provider.server_error", True
+    if 400 <= status <= 499:
+        return "provider.client_error", False
+    # A non-error status with an error (e.g. an error event inside a 200 stream): server side.
+    return "provider.server_error", True
+
+
+def classify_status(
+    status: int,
+    *,
+    vendor: str,
+    detail: str = "",
+    headers: Mapping[str, str] | None = None,
+    error_type: str | None = None,
+    secrets: Iterable[str] = (),
+) -> ProviderError:
+    """A :class:`ProviderError` for an HTTP failure (``error_type``: the vendor's, if known)."""
+    if status < 400 and error_type in _STREAM_ERROR_TYPES:
+        type_, retryable = _STREAM_ERROR_TYPES[error_type]
+    else:
+        type_, retryable = status_error_type(status)
+    prefix = f"{vendor}: HTTP {status}" if status >= 400 else f"{vendor}: error in stream"
+    return ProviderError(
+        type_,
+        _message(prefix, detail, secrets),
+        retryable=retryable,
+        status_code=status if status >= 400 else None,
+        retry_after_s=parse_retry_after(headers) if retryable else None,
+    )
+
+
+def classify_exception(
+    exc: BaseException, *, vendor: str, secrets: Iterable[str] = ()
+) -> ProviderError | None:
+    """Map an exception raised by a vendor SDK or its transport; None if it is not one of those."""
+    secrets = tuple(secrets)
+    if isinstance(exc, ProviderError):
+        return exc
+    name = type(exc).__name__
+    if isinstance(exc, (openai.APITimeoutError, anthropic.APITimeoutError, *_TIMEOUT_ERRORS)):
+        return ProviderError(
+            "provider.timeout", _message(f"{vendor}: timed out", name, secrets), retryable=True
+        )
+    if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
+        return _connection_error(vendor, f"{name}: {_cause_text(exc)}", secrets)
+    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
+        message, error_type = _body_detail(exc.body)
+        return classify_status(
+            exc.status_code,
+            vendor=vendor,
+            detail=f"{name}: {message or exc.message}",
+            headers=exc.response.headers,
+            error_type=error_type,
+            secrets=secrets,
+        )
+    if isinstance(exc, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
+        return ProviderError(
+            "provider.invalid_response",
+            _message(f"{vendor}: malformed response", name, secrets),
+            retryable=False,
+            status_code=exc.status_code,
+        )
+    if isinstance(exc, openai.APIError):  # an error event inside a streamed 200 response
+        message, error_type = _body_detail(exc.body)
+        return classify_status(
+            200,
+            vendor=vendor,
+            detail=f"{name}: {message or exc.message}",
+            error_type=error_type or getattr(exc, "type", None),
+            secrets=secrets,
+        )
+    if isinstance(exc, openai.OpenAIError | anthropic.AnthropicError):
+        # Client-side SDK failures (missing credentials, bad configuration): never retryable.
+        return ProviderError(
+            "provider.client_error",
+            _message(f"{vendor}: {name}", str(exc), secrets),
+            retryable=False,
+        )
+    if isinstance(exc, ollama.ResponseError):
+        if exc.status_code < 0:  # {"error": ...} line inside the NDJSON stream
+            return classify_status(200, vendor=vendor, detail=str(exc.error), secrets=secrets)
+        return classify_status(exc.status_code, vendor=vendor, detail=str(exc.error), secrets=secrets)
+    if isinstance(exc, _HTTP_STATUS_ERRORS):
+        response = exc.response  # type: ignore[attr-defined]
+        return classify_status(
+            response.status_code,
+            vendor=vendor,
+            detail=_safe_text(response),
+            headers=response.headers,
+            secrets=secrets,
+        )
+    if isinstance(exc, _TRANSPORT_ERRORS):
+        return _connection_error(vendor, f"{name}: {exc}", secrets)
+    if isinstance(exc, ConnectionError):  # ollama raises the builtin for refused connections
+        return _connection_error(vendor, f"{name}: {exc}", secrets)
+    return None
+
+
+def _connection_error(vendor: str, detail: str, secrets: Iterable[str]) -> ProviderError:
+    return ProviderError(
+        "provider.connection",
+        _message(f"{vendor}: connection failed", detail, secrets),
+        retryable=True,
+    )
+
+
+def _message(prefix: str, detail: str, secrets: Iterable[str]) -> str:
+    detail = " ".join(detail.split())
+    text = f"{prefix}: {detail}" if detail else prefix
+    text = scrub(text, secrets)
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[: MAX_MESSAGE_CHARS - 3] + "..."
+    return text
+
+
+def _body_detail(body: object) -> tuple[str | None, str | None]:
+    """``(message, error type)`` from an OpenAI/Anthropic error body, when it has them."""
+    if not isinstance(body, Mapping):
+        return (str(body) if body else None), None
+    error: Any = body.get("error", body)
+    if not isinstance(error, Mapping):
+        return str(error), None
+    message = error.get("message")
+    error_type = error.get("type") or error.get("code")
+    return (
+        str(message) if message is not None else None,
+        str(error_type) if error_type is not None else None,
+    )
+
+
+def _cause_text(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+
+
+def _safe_text(response: Any) -> str:
+    try:
+        return str(response.text)
+    except Exception:  # a streamed body that was never read
+        return ""
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:
+        value = next((v for k, v in headers.items() if k.lower() == name), None)
+    return value

@@ -1,0 +1,100 @@
+"""Ollama ``/api/chat`` through the official ``ollama`` SDK, streaming NDJSON.
+
+The whole message list goes out in order, system messages included. ``max_tokens`` becomes
+``options.num_predict``. Usage comes from ``prompt_eval_count`` / ``eval_count`` of the final
+(``done``) chunk. An HTTP error is classified from the response itself (status and
+``Retry-After``) by a response hook, before the SDK turns it into a bare ``ResponseError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import ollama
+
+from turngate.providers.base import ProviderRequest, StreamChunk, Usage
+from turngate.providers.errors import classify_exception, classify_status
+from turngate.settings import Settings
+
+
+class OllamaChatProvider:
+    name = "ollama"
+
+    def __init__(self, *, host: str, models: tuple[str, ...] = (), timeout_s: float = 60.0) -> None:
+        self.models = tuple(models)
+        self.host = host
+        self._client = ollama.AsyncClient(
+            host=host,
+            timeout=timeout_s,
+            event_hooks={"response": [self._raise_for_status]},
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OllamaChatProvider:
+        if not settings.ollama_host:
+            raise ValueError("OLLAMA_HOST is not set")
+        return cls(
+            host=settings.ollama_host,
+            models=settings.ollama_models,
+            timeout_s=float(settings.llm_wall_clock_s),
+        )
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client._client.base_url)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
+        options: dict[str, Any] | None = None
+        if request.max_tokens is not None:
+            options = {"num_predict": request.max_tokens}
+        usage = Usage()
+        try:
+            parts = await self._client.chat(
+                model=request.model,
+                messages=[{"role": m.role, "content": m.content} for m in request.messages],
+                stream=True,
+                options=options,
+            )
+            try:
+                async for part in parts:
+                    if part.message.content:
+                        yield StreamChunk(text=part.message.content)
+                    if part.done:
+                        usage = Usage(
+                            input_tokens=part.prompt_eval_count,
+                            output_tokens=part.eval_count,
+                        )
+            finally:
+                await parts.aclose()  # type: ignore[attr-defined]
+        except Exception as exc:
+            error = classify_exception(exc, vendor=self.name)
+            if error is None:
+                raise
+            raise error from None
+        yield StreamChunk(usage=usage)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def _raise_for_status(self, response: httpx.Response) -> None:
+        if response.status_code < 400:
+            return
+        await response.aread()
+        raise classify_status(
+            response.status_code,
+            vendor=self.name,
+            detail=_error_text(response),
+            headers=response.headers,
+        )
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text
+    if isinstance(body, dict) and "error" in body:
+        return str(body["error"])
+    return response.text

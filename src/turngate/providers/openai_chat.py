@@ -1,0 +1,86 @@
+"""OpenAI (and OpenAI-compatible servers) through the official ``openai`` SDK, streaming.
+
+The whole message list goes out in order, system messages included, as Chat Completions
+messages. The SDK never retries (``max_retries=0``): Temporal owns retries, and every failure is
+classified here into a :class:`ProviderError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+
+from turngate.providers.base import ProviderRequest, StreamChunk, Usage
+from turngate.providers.errors import classify_exception
+from turngate.settings import Settings
+
+NO_KEY = "unused"  # some OpenAI-compatible servers need no key; the SDK insists on one
+
+
+class OpenAIChatProvider:
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        models: tuple[str, ...] = (),
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.models = tuple(models)
+        self._secrets = tuple(s for s in (api_key,) if s)
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or NO_KEY,
+            base_url=base_url or None,
+            max_retries=0,
+            timeout=timeout_s,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OpenAIChatProvider:
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return cls(
+            api_key=key,
+            base_url=settings.openai_base_url,
+            models=settings.openai_models,
+            timeout_s=float(settings.llm_wall_clock_s),
+        )
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
+        usage = Usage()
+        try:
+            response = await self._client.chat.completions.create(**params)
+            async with response:
+                async for chunk in response:
+                    if chunk.usage is not None:
+                        usage = Usage(
+                            input_tokens=chunk.usage.prompt_tokens,
+                            output_tokens=chunk.usage.completion_tokens,
+                        )
+                    for choice in chunk.choices:
+                        if choice.index == 0 and choice.delta.content:
+                            yield StreamChunk(text=choice.delta.content)
+        except Exception as exc:
+            error = classify_exception(exc, vendor=self.name, secrets=self._secrets)
+            if error is None:
+                raise
+            raise error from None
+        yield StreamChunk(usage=usage)
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,587 @@
+"""Fake LLM provider servers: real HTTP on 127.0.0.1 (random free port), real wire formats.
+
+- :class:`FakeOpenAIServer`: ``POST .../chat/completions`` (any prefix, so base URLs can be
+  checked), SSE ``data: {chat.completion.chunk}`` lines, a usage chunk when
+  ``stream_options.include_usage`` is set, then ``data: [DONE]``;
+- :class:`FakeAnthropicServer`: ``POST /v1/messages``, named SSE events (``message_start``,
+  ``content_block_start``, ``ping``, ``content_block_delta``/``text_delta``,
+  ``content_block_stop``, ``message_delta`` with usage, ``message_stop``);
+- :class:`FakeOllamaServer`: ``POST /api/chat``, NDJSON with a final ``done`` line carrying
+  ``prompt_eval_count``/``eval_count``.
+
+Each records the requests it got (``srv.requests``: method, path, headers, JSON body), replies
+``srv.reply`` split into word chunks, reports usage as word counts (input: all message contents
+including Anthropic's ``system``; output: the reply), and can be told to misbehave::
+
+    with fake_openai() as srv:
+        srv.fail_next(status=429, retry_after="2")      # next request: HTTP 429 + Retry-After
+        srv.error_mid_stream_next("overloaded_error")   # next request: some text, then an error
+        srv.delay_s = 1.0                                # wait before answering
+        srv.chunk_delay_s = 0.05                         # wait between streamed chunks
+
+Pytest fixtures ``openai_server``, ``anthropic_server`` and ``ollama_server`` wrap the context
+managers; import them into a conftest to use them in another test folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+
+DEFAULT_REPLY = "Hello from the fake server"
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+    @property
+    def json(self) -> dict[str, Any]:
+        assert isinstance(self.body, dict), self.body
+        return self.body
+
+
+@dataclass
+class _Failure:
+    status: int
+    retry_after: str | None = None
+    message: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _StreamError:
+    error_type: str
+    message: str
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (nothing listens on it: connections are refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def refused_url(path: str = "") -> str:
+    return f"http://127.0.0.1:{free_port()}{path}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # silence the test output
+        return None
+
+    def do_POST(self) -> None:
+        self.server.fake._handle(self)
+
+    def do_GET(self) -> None:
+        self.server.fake._handle(self)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeLLMServer
+
+
+class FakeLLMServer:
+    """Common machinery; subclasses speak one vendor's wire format."""
+
+    vendor: ClassVar[str] = ""
+
+    def __init__(self, reply: str = DEFAULT_REPLY) -> None:
+        self._initial_reply = reply
+        self.reply = reply
+        self.delay_s = 0.0
+        self.chunk_delay_s = 0.0
+        self.requests: list[RecordedRequest] = []
+        self._failures: deque[_Failure] = deque()
+        self._stream_errors: deque[_StreamError] = deque()
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ control
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "server not started"
+        return int(self._server.server_address[1])
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.origin
+
+    @property
+    def last_request(self) -> RecordedRequest:
+        assert self.requests, "no request received"
+        return self.requests[-1]
+
+    def fail_next(
+        self,
+        status: int,
+        *,
+        retry_after: str | None = None,
+        message: str | None = None,
+        headers: dict[str, str] | None = None,
+        times: int = 1,
+    ) -> None:
+        """Answer the next ``times`` requests with an HTTP error in the vendor's error shape."""
+        with self._lock:
+            for _ in range(times):
+                self._failures.append(_Failure(status, retry_after, message, dict(headers or {})))
+
+    def error_mid_stream_next(self, error_type: str = "overloaded_error", message: str = "") -> None:
+        """Next request: start a 200 stream, send the first chunk, then a vendor error event."""
+        with self._lock:
+            self._stream_errors.append(_StreamError(error_type, message or error_type))
+
+    def reset(self) -> None:
+        """Forget recorded requests and queued misbehaviour (for a server shared by tests)."""
+        with self._lock:
+            self.requests.clear()
+            self._failures.clear()
+            self._stream_errors.clear()
+        self.reply = self._initial_reply
+        self.delay_s = 0.0
+        self.chunk_delay_s = 0.0
+
+    def start(self) -> FakeLLMServer:
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.fake = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.01},
+            name=f"fake-{self.vendor}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ request handling
+
+    def _handle(self, handler: _Handler) -> None:
+        length = int(handler.headers.get("content-length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+        request = RecordedRequest(handler.command, handler.path, headers, body)
+        with self._lock:
+            self.requests.append(request)
+            failure = self._failures.popleft() if self._failures else None
+            stream_error = self._stream_errors.popleft() if self._stream_errors else None
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        try:
+            if failure is not None:
+                self._send_error(handler, failure, request)
+            elif not self._route_ok(handler.command, handler.path):
+                self._send_error(handler, _Failure(404, message=f"no route {handler.path}"), request)
+            else:
+                self._respond(handler, request, stream_error)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (timeouts, cancelled streams)
+
+    def _route_ok(self, method: str, path: str) -> bool:
+        raise NotImplementedError
+
+    def _respond(
+        self, handler: _Handler, request: RecordedRequest, stream_error: _StreamError | None
+    ) -> None:
+        raise NotImplementedError
+
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _default_error_message(self, failure: _Failure, request: RecordedRequest) -> str:
+        if failure.status == 401:
+            # Like real vendors, echo (part of) the key back: the client must scrub it.
+            key = request.headers.get("x-api-key") or request.headers.get("authorization", "")
+            return f"Incorrect API key provided: {key}"
+        return f"fake {self.vendor} error {failure.status}"
+
+    def _send_error(self, handler: _Handler, failure: _Failure, request: RecordedRequest) -> None:
+        message = failure.message or self._default_error_message(failure, request)
+        payload = json.dumps(self._error_body(failure.status, message)).encode()
+        handler.send_response(failure.status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.send_header("Connection", "close")
+        if failure.retry_after is not None:
+            handler.send_header("Retry-After", failure.retry_after)
+        for name, value in failure.headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(payload)
+        handler.wfile.flush()
+        handler.close_connection = True
+
+    def _send_json(self, handler: _Handler, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(data)
+        handler.wfile.flush()
+        handler.close_connection = True
+
+    def _start_stream(self, handler: _Handler, content_type: str) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Cache-Control", "no-cache")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.close_connection = True
+
+    def _write(self, handler: _Handler, data: bytes, *, delay: bool = False) -> None:
+        if delay and self.chunk_delay_s:
+            time.sleep(self.chunk_delay_s)
+        handler.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+        handler.wfile.flush()
+
+    def _end_stream(self, handler: _Handler) -> None:
+        handler.wfile.write(b"0\r\n\r\n")
+        handler.wfile.flush()
+
+    def _pieces(self) -> list[str]:
+        return re.findall(r"\S+\s*", self.reply)
+
+
+class FakeOpenAIServer(FakeLLMServer):
+    vendor = "openai"
+
+    def __init__(self, reply: str = DEFAULT_REPLY) -> None:
+        super().__init__(reply)
+        self.send_usage = True  # False: a compatible server that ignores stream_options
+
+    def reset(self) -> None:
+        super().reset()
+        self.send_usage = True
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.origin}/v1"
+
+    def _route_ok(self, method: str, path: str) -> bool:
+        return method == "POST" and path.endswith("/chat/completions")
+
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        kind = {429: "rate_limit_exceeded", 401: "invalid_request_error"}.get(status, "api_error")
+        return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+    def _chunk(self, model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    def _respond(
+        self, handler: _Handler, request: RecordedRequest, stream_error: _StreamError | None
+    ) -> None:
+        body = request.json
+        model = str(body.get("model", ""))
+        prompt = sum(words(str(m.get("content", ""))) for m in body.get("messages", []))
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": words(self.reply),
+            "total_tokens": prompt + words(self.reply),
+        }
+        if not body.get("stream"):
+            self._send_json(
+                handler,
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": 1700000000,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": self.reply},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
+            return
+        self._start_stream(handler, "text/event-stream")
+        self._write(handler, self._chunk(model, {"role": "assistant", "content": ""}))
+        for index, piece in enumerate(self._pieces()):
+            self._write(handler, self._chunk(model, {"content": piece}), delay=True)
+            if stream_error is not None and index == 0:
+                error = {"error": {"message": stream_error.message, "type": stream_error.error_type}}
+                self._write(handler, f"data: {json.dumps(error)}\n\n".encode())
+                self._end_stream(handler)
+                return
+        self._write(handler, self._chunk(model, {}, finish="stop"))
+        if self.send_usage and (body.get("stream_options") or {}).get("include_usage"):
+            final = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
+            self._write(handler, f"data: {json.dumps(final)}\n\n".encode())
+        self._write(handler, b"data: [DONE]\n\n")
+        self._end_stream(handler)
+
+
+class FakeAnthropicServer(FakeLLMServer):
+    vendor = "anthropic"
+
+    def _route_ok(self, method: str, path: str) -> bool:
+        return method == "POST" and path.split("?")[0].endswith("/v1/messages")
+
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        kind = {
+            400: "invalid_request_error",
+            401: "authentication_error",
+            403: "permission_error",
+            404: "not_found_error",
+            413: "request_too_large",
+            429: "rate_limit_error",
+            529: "overloaded_error",
+        }.get(status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+
+    @staticmethod
+    def _event(name: str, data: dict[str, Any]) -> bytes:
+        return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+    def _respond(
+        self, handler: _Handler, request: RecordedRequest, stream_error: _StreamError | None
+    ) -> None:
+        body = request.json
+        model = str(body.get("model", ""))
+        system = body.get("system") or ""
+        if isinstance(system, list):
+            system = " ".join(str(block.get("text", "")) for block in system)
+        prompt = words(str(system)) + sum(words(str(m.get("content", ""))) for m in body.get("messages", []))
+        output = words(self.reply)
+        if not body.get("stream"):
+            self._send_json(
+                handler,
+                {
+                    "id": "msg_fake",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [{"type": "text", "text": self.reply}],
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": prompt, "output_tokens": output},
+                },
+            )
+            return
+        self._start_stream(handler, "text/event-stream")
+        self._write(
+            handler,
+            self._event(
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_fake",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": prompt, "output_tokens": 1},
+                    },
+                },
+            ),
+        )
+        self._write(
+            handler,
+            self._event(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            ),
+        )
+        self._write(handler, self._event("ping", {"type": "ping"}))
+        for index, piece in enumerate(self._pieces()):
+            delta = {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": piece},
+            }
+            self._write(handler, self._event("content_block_delta", delta), delay=True)
+            if stream_error is not None and index == 0:
+                error = {
+                    "type": "error",
+                    "error": {"type": stream_error.error_type, "message": stream_error.message},
+                }
+                self._write(handler, self._event("error", error))
+                self._end_stream(handler)
+                return
+        self._write(
+            handler,
+            self._event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        )
+        self._write(
+            handler,
+            self._event(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": output},
+                },
+            ),
+        )
+        self._write(handler, self._event("message_stop", {"type": "message_stop"}))
+        self._end_stream(handler)
+
+
+class FakeOllamaServer(FakeLLMServer):
+    vendor = "ollama"
+
+    @property
+    def host(self) -> str:
+        return self.origin
+
+    def _route_ok(self, method: str, path: str) -> bool:
+        return method == "POST" and path == "/api/chat"
+
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        return {"error": message}
+
+    @staticmethod
+    def _line(data: dict[str, Any]) -> bytes:
+        return (json.dumps(data) + "\n").encode()
+
+    def _respond(
+        self, handler: _Handler, request: RecordedRequest, stream_error: _StreamError | None
+    ) -> None:
+        body = request.json
+        model = str(body.get("model", ""))
+        prompt = sum(words(str(m.get("content", ""))) for m in body.get("messages", []))
+        created = "2024-01-01T00:00:00Z"
+        done = {
+            "model": model,
+            "created_at": created,
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+            "total_duration": 1000,
+            "load_duration": 10,
+            "prompt_eval_count": prompt,
+            "prompt_eval_duration": 100,
+            "eval_count": words(self.reply),
+            "eval_duration": 200,
+        }
+        if body.get("stream") is False:
+            self._send_json(handler, {**done, "message": {"role": "assistant", "content": self.reply}})
+            return
+        self._start_stream(handler, "application/x-ndjson")
+        for index, piece in enumerate(self._pieces()):
+            part = {
+                "model": model,
+                "created_at": created,
+                "message": {"role": "assistant", "content": piece},
+                "done": False,
+            }
+            self._write(handler, self._line(part), delay=True)
+            if stream_error is not None and index == 0:
+                self._write(handler, self._line({"error": stream_error.message}))
+                self._end_stream(handler)
+                return
+        self._write(handler, self._line(done))
+        self._end_stream(handler)
+
+
+@contextlib.contextmanager
+def fake_openai(reply: str = DEFAULT_REPLY) -> Iterator[FakeOpenAIServer]:
+    server = FakeOpenAIServer(reply)
+    with server:
+        yield server
+
+
+@contextlib.contextmanager
+def fake_anthropic(reply: str = DEFAULT_REPLY) -> Iterator[FakeAnthropicServer]:
+    server = FakeAnthropicServer(reply)
+    with server:
+        yield server
+
+
+@contextlib.contextmanager
+def fake_ollama(reply: str = DEFAULT_REPLY) -> Iterator[FakeOllamaServer]:
+    server = FakeOllamaServer(reply)
+    with server:
+        yield server
+
+
+@pytest.fixture
+def openai_server() -> Iterator[FakeOpenAIServer]:
+    with fake_openai() as server:
+        yield server
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[FakeAnthropicServer]:
+    with fake_anthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def ollama_server() -> Iterator[FakeOllamaServer]:
+    with fake_ollama() as server:
+        yield server
