@@ -1,2 +1,311 @@
-def main() -> None:
-    pass
+"""`turngate` command line: dev | serve | worker | chat | config | verify.
+
+Every entry point ends with os._exit(code) after a clean shutdown: Temporal's Python SDK can
+crash at interpreter exit otherwise (sdk-python#300).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+from turngate import __version__
+from turngate.settings import Settings, load_settings
+
+log = logging.getLogger("turngate")
+ALLOW_ALL = "turngate.policies.allow_all"
+
+
+def _setup_logging() -> None:
+    level = os.environ.get("TURNGATE_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("temporalio").setLevel(logging.WARNING)
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+
+def _uvicorn_server(app: Any, host: str, port: int) -> Any:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        # turngate owns the signals: one Ctrl-C stops API, worker and dev server in order.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
+
+
+async def _serve_api(settings: Settings, stop: asyncio.Event) -> None:
+    from turngate.api.app import create_app
+
+    server = _uvicorn_server(create_app(settings), settings.host, settings.port)
+    task = asyncio.create_task(server.serve())
+    await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True
+    await task
+    if not server.started:
+        raise SystemExit(f"the API could not start on {settings.host}:{settings.port} (port in use?)")
+
+
+# --------------------------------------------------------------------------- commands
+
+
+async def cmd_dev(args: argparse.Namespace) -> int:
+    from turngate.devserver import DevServer
+    from turngate.worker.run import running_worker
+
+    data_dir = Path(args.data_dir).resolve() if args.data_dir else None
+    overrides: dict[str, Any] = {"port": args.port}
+    if data_dir:
+        overrides["data_dir"] = data_dir
+    settings = load_settings(**overrides)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if not settings.policy_module:
+        settings = settings.model_copy(update={"policy_module": ALLOW_ALL})
+        os.environ.setdefault("TURNGATE_POLICY_MODULE", ALLOW_ALL)
+        log.warning("=" * 72)
+        log.warning("DEV MODE: no policy configured, using %s: EVERY intent is ALLOWED.", ALLOW_ALL)
+        log.warning("Set TURNGATE_POLICY_MODULE for a real policy. `turngate serve` never does this.")
+        log.warning("=" * 72)
+    server = DevServer(
+        db_file=settings.data_dir / "temporal.sqlite3",
+        port=args.temporal_port,
+        ui_port=args.ui_port,
+        log_file=settings.data_dir / "temporal.log",
+    )
+    settings = settings.model_copy(update={"temporal_address": server.address})
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    print(f"turngate {__version__}: starting Temporal dev server on {server.address} ...", flush=True)
+    server.start()
+    try:
+        await server.wait_ready()
+        async with running_worker(settings):
+            api = f"http://{settings.host}:{settings.port}"
+            print(
+                "\n".join(
+                    [
+                        "",
+                        f"  API            {api}",
+                        f"  OpenAPI docs   {api}/docs",
+                        f"  Temporal UI    {server.ui_url}",
+                        f"  data dir       {settings.data_dir}",
+                        f"  providers      {', '.join(_provider_names(settings))}",
+                        "",
+                        '  try:  turngate chat "hello"        (Ctrl-C stops everything)',
+                        "",
+                    ]
+                ),
+                flush=True,
+            )
+            await _serve_api(settings, stop)
+    finally:
+        print("turngate: stopping ...", flush=True)
+        server.stop()
+    return 0
+
+
+def _provider_names(settings: Settings) -> list[str]:
+    from turngate.providers.registry import provider_catalog
+
+    catalog = provider_catalog(settings).model_dump(mode="json")
+    names = [name for name, p in catalog.get("providers", {}).items() if p.get("configured")]
+    return [f"{n} (offline, labelled)" if n == "echo" else n for n in names]
+
+
+async def cmd_serve(args: argparse.Namespace) -> int:
+    settings = load_settings(host=args.host, port=args.port)
+    if not settings.policy_module:
+        log.warning("no policy configured: observer mode, every intent is DENIED (gateway.observer_mode)")
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    await _serve_api(settings, stop)
+    return 0
+
+
+async def cmd_worker(args: argparse.Namespace) -> int:
+    from turngate.worker.run import run_worker
+
+    settings = load_settings()
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    await run_worker(settings, stop)
+    return 0
+
+
+def _parse_ref(text: str) -> dict[str, str]:
+    kind, sep, ref_id = text.partition(":")
+    if sep and kind in ("event", "execution"):
+        return {"ref_type": kind, "ref_id": ref_id}
+    return {"ref_type": "event", "ref_id": text}
+
+
+async def cmd_chat(args: argparse.Namespace) -> int:
+    import uuid
+
+    import httpx
+
+    correlation_id = args.correlation_id or f"c-{uuid.uuid4().hex[:16]}"
+    payload: dict[str, Any] = {
+        "intent_type": "chat.message",
+        "actor": args.actor,
+        "thread_id": args.thread or correlation_id,
+        "turn_id": args.turn or correlation_id,
+        "declared_refs": [_parse_ref(r) for r in args.ref],
+        "payload": {"message": args.message},
+    }
+    if args.parent:
+        payload["parent_turn_id"] = args.parent
+    if args.model:
+        payload["requested_model_id"] = args.model
+    envelope = {"interface_version": 3, "correlation_id": correlation_id, "payload": payload}
+    url = args.url.rstrip("/")
+    try:
+        async with httpx.AsyncClient(timeout=args.timeout + 5) as http:
+            resp = await http.post(f"{url}/ingress/intent", params={"wait": "execution"}, json=envelope)
+    except httpx.HTTPError as exc:
+        print(f"error: cannot reach turngate at {url}: {exc} (is `make dev` running?)", file=sys.stderr)
+        return 2
+    body = resp.json()
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return 0 if resp.status_code < 400 else 1
+    if resp.status_code >= 400:
+        print(f"error {resp.status_code}: {body.get('reason_code')}: {body.get('detail')}", file=sys.stderr)
+        return 1
+    decision = (body.get("decision") or {}).get("payload", {})
+    execution = (body.get("execution") or {}).get("payload", {})
+    if execution.get("error"):
+        err = execution["error"]
+        print(f"[execution error] {err.get('code')}: {err.get('message')}")
+    elif execution:
+        print(execution.get("output_text", ""))
+    print(
+        f"\n-- {decision.get('decision', 'PENDING')} {', '.join(decision.get('reason_codes', []))}"
+        f" | policy {decision.get('policy_id')} | provider {decision.get('provider')}"
+        f" model {decision.get('resolved_model_id')}"
+        f"\n-- thread {body['thread_id']} turn {body['turn_id']} correlation {body['correlation_id']}"
+        f" | INTENT index {body.get('index')} | context_digest {decision.get('context_digest')}"
+    )
+    if body.get("wait_timed_out"):
+        print("-- still running: see /snapshot or /tail for the rest")
+    print(
+        f'-- continue: turngate chat "..." --thread {body["thread_id"]} --parent {body["turn_id"]}'
+        f" --ref {body['correlation_id']} --ref execution:{body['correlation_id']}"
+    )
+    return 0 if decision.get("decision") == "ALLOW" else 3
+
+
+async def cmd_config(args: argparse.Namespace) -> int:
+    from turngate.worker.boundary import load_boundary
+
+    settings = load_settings()
+    view = settings.public_view()
+    boundary = load_boundary(settings)
+    view["context_config_digest"] = boundary.context_config_digest
+    view["policy"] = settings.policy_module or "observer mode (no policy: every intent DENIED)"
+    print(json.dumps(view, indent=2, default=str))
+    return 0
+
+
+async def cmd_verify(args: argparse.Namespace) -> int:
+    from turngate.ledger import LedgerStore, verify_ledger
+
+    settings = load_settings()
+    store = LedgerStore(args.ledger_url or settings.effective_ledger_url)
+    try:
+        report = verify_ledger(store, thread_id=args.thread)
+    finally:
+        store.close()
+    print(json.dumps(report.model_dump(mode="json"), indent=2))
+    return 0 if report.ok else 1
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="turngate",
+        description="A deterministic, durable, auditable boundary in front of LLM calls (on Temporal).",
+    )
+    parser.add_argument("--version", action="version", version=f"turngate {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dev = sub.add_parser("dev", help="Temporal dev server + worker + API in one process (local use)")
+    dev.add_argument("--port", type=int, default=8010, help="API port (default 8010)")
+    dev.add_argument("--temporal-port", type=int, default=7233, help="Temporal frontend port (7233)")
+    dev.add_argument("--ui-port", type=int, default=8233, help="Temporal Web UI port (8233)")
+    dev.add_argument("--data-dir", help="ledger, artifacts and Temporal state (TURNGATE_DATA_DIR)")
+    dev.set_defaults(run=cmd_dev)
+
+    serve = sub.add_parser("serve", help="run the API (needs a Temporal server and a worker)")
+    serve.add_argument("--host", default=os.environ.get("TURNGATE_HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=int(os.environ.get("TURNGATE_PORT", "8010")))
+    serve.set_defaults(run=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run the Temporal worker (turns + provider calls)")
+    worker.set_defaults(run=cmd_worker)
+
+    chat = sub.add_parser("chat", help="send one message and print the answer and the DECISION")
+    chat.add_argument("message")
+    chat.add_argument("--thread", help="thread id (default: a new thread)")
+    chat.add_argument("--turn", help="turn id (default: the correlation id)")
+    chat.add_argument("--parent", help="parent turn id (a continuation must declare refs)")
+    chat.add_argument(
+        "--ref",
+        action="append",
+        default=[],
+        help="declared ref: a correlation/turn id or event digest; execution:ID for an answer",
+    )
+    chat.add_argument("--model", help="requested model id")
+    chat.add_argument("--actor", default="user")
+    chat.add_argument("--correlation-id", help="default: a fresh random id")
+    chat.add_argument("--url", default=os.environ.get("TURNGATE_URL", "http://127.0.0.1:8010"))
+    chat.add_argument("--timeout", type=float, default=60.0)
+    chat.add_argument("--json", action="store_true", help="print the raw response")
+    chat.set_defaults(run=cmd_chat)
+
+    config = sub.add_parser("config", help="print the effective configuration (no secrets)")
+    config.set_defaults(run=cmd_config)
+
+    verify = sub.add_parser("verify", help="recompute every digest and the hash chain of the ledger")
+    verify.add_argument("--thread", help="only this thread's events")
+    verify.add_argument("--ledger-url", help="default: the configured ledger")
+    verify.set_defaults(run=cmd_verify)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    _setup_logging()
+    args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.run
+    code = 1
+    try:
+        code = asyncio.run(run(args))
+    except KeyboardInterrupt:
+        code = 130
+    except SystemExit as exc:
+        print(f"turngate: {exc}", file=sys.stderr) if not isinstance(exc.code, int) else None
+        code = exc.code if isinstance(exc.code, int) else 1
+    except Exception as exc:
+        log.error("%s: %s", type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -56,9 +56,7 @@ class Settings(BaseSettings):
     llm_concurrency: int = Field(
         1, ge=1, validation_alias=_alias("TURNGATE_LLM_CONCURRENCY", "DBL_JOB_CONCURRENCY_LLM")
     )
-    max_message_bytes: int = Field(
-        256 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_MESSAGE_BYTES")
-    )
+    max_message_bytes: int = Field(256 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_MESSAGE_BYTES"))
     max_body_bytes: int = Field(1024 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_BODY_BYTES"))
     wait_timeout_s: float = Field(30.0, gt=0, validation_alias=_alias("TURNGATE_WAIT_TIMEOUT_S"))
 
@@ -81,6 +79,10 @@ class Settings(BaseSettings):
     # Task queues (one per resource class)
     turns_task_queue: str = Field("turngate-turns", validation_alias=_alias("TURNGATE_TURNS_TASK_QUEUE"))
     llm_task_queue: str = Field("turngate-llm", validation_alias=_alias("TURNGATE_LLM_TASK_QUEUE"))
+    # Distinguishes deployments that share one Temporal namespace (turn ids are per deployment).
+    workflow_id_prefix: str = Field(
+        "turn", pattern=r"^[A-Za-z0-9._-]{1,40}$", validation_alias=_alias("TURNGATE_WORKFLOW_ID_PREFIX")
+    )
 
     # API
     host: str = Field("127.0.0.1", validation_alias=_alias("TURNGATE_HOST"))

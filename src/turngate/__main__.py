@@ -1,0 +1,3 @@
+from turngate.cli import main
+
+main()

@@ -1,0 +1,69 @@
+"""The FastAPI app: ingress and observation over the ledger, turns started on Temporal."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from temporalio.client import Client
+
+from turngate import __version__
+from turngate.api import ingress, observe
+from turngate.api.state import ApiState
+from turngate.api.watcher import LedgerWatcher
+from turngate.ledger import LedgerStore
+from turngate.settings import Settings
+from turngate.temporal_client import connect, ensure_search_attributes
+from turngate.worker.boundary import load_boundary
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        boundary = load_boundary(settings)
+        temporal = client or await connect(settings)
+        await ensure_search_attributes(temporal, settings.temporal_namespace)
+        store = LedgerStore(settings.effective_ledger_url)
+        watcher = LedgerWatcher(store)
+        watcher.start()
+        app.state.turngate = ApiState(settings, temporal, store, watcher, boundary)
+        log.info(
+            "api up: ledger=%s temporal=%s",
+            settings.public_view()["effective_ledger_url"],
+            settings.temporal_address,
+        )
+        try:
+            yield
+        finally:
+            await watcher.stop()
+            store.close()
+
+    app = FastAPI(
+        title="turngate",
+        version=__version__,
+        summary="A deterministic, durable, auditable boundary in front of LLM calls.",
+        lifespan=lifespan,
+    )
+    app.include_router(ingress.router)
+    app.include_router(observe.router)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_query(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return JSONResponse(
+            {
+                "ok": False,
+                "reason_code": "request.invalid_parameter",
+                "detail": f"{where}: {first.get('msg')}",
+            },
+            status_code=422,
+        )
+
+    return app

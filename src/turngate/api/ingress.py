@@ -1,0 +1,164 @@
+"""POST /ingress/intent: validate, start the turn workflow, answer once the INTENT is durable."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from turngate.api.errors import admission_response, error_response
+from turngate.api.state import ApiState, api_state
+from turngate.core.events import AdmissionError, Event, EventKind, IntentEnvelope, parse_intent
+from turngate.workflows.shared import SA_ACTOR, SA_THREAD_ID, SA_TURN_ID, TurnInput, turn_workflow_id
+from turngate.workflows.turn import TurnWorkflow
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+INTENT_ACK_TIMEOUT_S = 10.0
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise AdmissionError("admission.payload_too_large", f"body exceeds {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise AdmissionError("admission.payload_too_large", f"body exceeds {limit} bytes")
+    return bytes(body)
+
+
+def _turn_events(state: ApiState, envelope: IntentEnvelope) -> dict[str, Event]:
+    events = state.store.turn_events(envelope.thread_id, envelope.turn_id)
+    return {str(e.kind): e for e in events if e.stream_id == envelope.payload.stream_id}
+
+
+def _check_correlation(state: ApiState, envelope: IntentEnvelope) -> None:
+    """A correlation id names one turn; reusing it for another turn is refused up front."""
+    for event in state.store.by_correlation(envelope.correlation_id):
+        same_turn = (event.stream_id, event.thread_id, event.turn_id) == (
+            envelope.payload.stream_id,
+            envelope.thread_id,
+            envelope.turn_id,
+        )
+        if not same_turn:
+            raise AdmissionError(
+                "admission.correlation_conflict",
+                f"correlation_id {envelope.correlation_id!r} already names turn "
+                f"{event.turn_id!r} of thread {event.thread_id!r}",
+                "correlation_id",
+            )
+
+
+async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) -> bool:
+    """Start the turn (durable once this returns); an existing turn with this id is reused.
+    Returns False when the turn had already finished."""
+    try:
+        await state.client.start_workflow(
+            TurnWorkflow.run,
+            TurnInput(envelope=envelope),
+            id=workflow_id,
+            task_queue=state.settings.turns_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(SA_THREAD_ID, envelope.thread_id),
+                    SearchAttributePair(SA_TURN_ID, envelope.turn_id),
+                    SearchAttributePair(SA_ACTOR, envelope.payload.actor),
+                ]
+            ),
+        )
+    except WorkflowAlreadyStartedError:
+        return False  # the turn finished earlier: the ledger holds its chain
+    return True
+
+
+@router.post("/ingress/intent", status_code=202)
+async def ingress_intent(
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    wait: Annotated[Literal["decision", "execution"] | None, Query()] = None,
+) -> JSONResponse:
+    """Declare an intent. 202 once its INTENT is durably recorded; `?wait=` blocks (bounded)."""
+    settings = state.settings
+    try:
+        body = await _read_body(request, settings.max_body_bytes)
+        envelope = parse_intent(body, max_message_bytes=settings.max_message_bytes)
+        await asyncio.to_thread(_check_correlation, state, envelope)
+    except AdmissionError as exc:
+        return admission_response(exc)
+
+    workflow_id = turn_workflow_id(
+        envelope.payload.stream_id, envelope.thread_id, envelope.turn_id, settings.workflow_id_prefix
+    )
+    try:
+        running = await _start(state, envelope, workflow_id)
+    except RPCError as exc:
+        log.warning("could not start turn %s: %s", workflow_id, exc)
+        return error_response(503, "temporal.unavailable", "the workflow service is unreachable; retry")
+    if not running and not await asyncio.to_thread(_turn_events, state, envelope):
+        # Temporal finished this turn but this ledger never saw it (a wiped or different ledger).
+        return error_response(
+            409,
+            "turn.closed_elsewhere",
+            f"turn {workflow_id} already ran on this Temporal namespace but is not in this ledger; "
+            "use a new turn id (or a distinct TURNGATE_WORKFLOW_ID_PREFIX per deployment)",
+        )
+
+    wanted = {None: "INTENT", "decision": "DECISION", "execution": "EXECUTION"}[wait]
+    ack_timeout = settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S
+
+    def ready() -> dict[str, Event] | None:
+        events = _turn_events(state, envelope)
+        return events if _satisfied(events, wanted) else None
+
+    events = await state.watcher.wait_for(ready, ack_timeout)
+    if events is None:
+        events = await asyncio.to_thread(_turn_events, state, envelope)
+    intent = events.get("INTENT")
+    response: dict[str, Any] = {
+        "accepted": True,
+        "stream_id": envelope.payload.stream_id,
+        "thread_id": envelope.thread_id,
+        "turn_id": envelope.turn_id,
+        "correlation_id": intent.correlation_id if intent else envelope.correlation_id,
+        "index": intent.index if intent else None,
+        "queued": "EXECUTION" not in events and _still_running(events),
+        "workflow_id": workflow_id,
+        "deduplicated": bool(intent and intent.correlation_id != envelope.correlation_id),
+    }
+    if intent is None:
+        response["detail"] = "accepted by Temporal; the INTENT is not recorded yet (is a worker running?)"
+    if wait:
+        response["wait_timed_out"] = not _satisfied(events, wanted)
+        for kind in (EventKind.DECISION, EventKind.EXECUTION):
+            if str(kind) in events:
+                response[str(kind).lower()] = events[str(kind)].to_wire()
+    return JSONResponse(response, status_code=202)
+
+
+def _satisfied(events: dict[str, Event], wanted: str) -> bool:
+    if wanted in events:
+        return True
+    decision = events.get("DECISION")
+    # A denied turn has no EXECUTION to wait for.
+    return wanted == "EXECUTION" and decision is not None and decision.payload.get("decision") != "ALLOW"
+
+
+def _still_running(events: dict[str, Event]) -> bool:
+    decision = events.get("DECISION")
+    return decision is None or decision.payload.get("decision") == "ALLOW"

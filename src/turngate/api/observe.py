@@ -1,0 +1,184 @@
+"""Read-only observation surfaces: /snapshot, /tail (SSE), /status, /capabilities, /healthz."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse
+from sse_starlette.sse import EventSourceResponse
+
+from turngate import __version__
+from turngate.api.errors import error_response
+from turngate.api.state import ApiState, api_state
+from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, Event
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+SNAPSHOT_MAX_LIMIT = 1000
+TAIL_BATCH = 500
+TAIL_PING_S = 15
+
+
+@router.get("/snapshot")
+def snapshot(
+    state: Annotated[ApiState, Depends(api_state)],
+    limit: Annotated[int, Query(ge=1, le=SNAPSHOT_MAX_LIMIT)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    stream_id: str | None = None,
+    lane: str | None = None,
+    thread_id: str | None = None,
+) -> dict[str, Any]:
+    """A page of the ledger. `offset` is a position within the filtered result; `length` counts it."""
+    length, events = state.store.snapshot(
+        offset=offset, limit=limit, stream_id=stream_id, lane=lane, thread_id=thread_id
+    )
+    _, head = state.store.head()
+    return {
+        "length": length,
+        "offset": offset,
+        "limit": limit,
+        "v_digest": head,
+        "events": [e.to_wire() for e in events],
+    }
+
+
+def _sse(event: Event) -> dict[str, str]:
+    return {"id": str(event.index), "event": "envelope", "data": json.dumps(event.to_wire())}
+
+
+@router.get("/tail")
+async def tail(
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    since: Annotated[int | None, Query(ge=-1)] = None,
+    backlog: Annotated[int, Query(ge=0, le=SNAPSHOT_MAX_LIMIT)] = 20,
+    stream_id: str | None = None,
+    lanes: str | None = None,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> EventSourceResponse:
+    """Live events as SSE (`id: <index>`, `event: envelope`). Resumes after `Last-Event-ID`,
+    else after `since`, else starts with the last `backlog` events."""
+    lane_list = [part for part in (lanes or "").split(",") if part] or None
+    if last_event_id and last_event_id.strip().lstrip("-").isdigit():
+        since = int(last_event_id)
+    store, watcher = state.store, state.watcher
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        if since is None:
+            first = await asyncio.to_thread(store.last, backlog, stream_id=stream_id, lanes=lane_list)
+            cursor = first[-1].index if first else (await asyncio.to_thread(store.head))[0] - 1
+        else:
+            first, cursor = [], since
+        for event in first:
+            yield _sse(event)
+        while not await request.is_disconnected():
+            generation = watcher.generation
+            batch = await asyncio.to_thread(
+                store.since, cursor, limit=TAIL_BATCH, stream_id=stream_id, lanes=lane_list
+            )
+            for event in batch:
+                yield _sse(event)
+                cursor = event.index
+            if len(batch) < TAIL_BATCH:
+                await watcher.wait_change(generation, TAIL_PING_S)
+
+    return EventSourceResponse(events(), ping=TAIL_PING_S)
+
+
+@router.get("/capabilities")
+def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
+    """What this gateway offers: providers, models, intent types, limits and config digests."""
+    boundary, settings = state.boundary, state.settings
+    return {
+        "gateway": "turngate",
+        "version": __version__,
+        "interface_version": INTERFACE_VERSION,
+        "intent_types": sorted(KNOWN_INTENT_TYPES),
+        "providers": boundary.provider_catalog,
+        "policy": {
+            "module": boundary.policy_module,
+            "object": boundary.policy_object,
+            "observer_mode": boundary.policy_module is None,
+        },
+        "limits": {
+            "max_body_bytes": settings.max_body_bytes,
+            "max_message_bytes": settings.max_message_bytes,
+            "max_refs": boundary.context_config.get("context", {}).get("max_refs"),
+            "llm_wall_clock_s": settings.llm_wall_clock_s,
+            "llm_concurrency": settings.llm_concurrency,
+            "snapshot_max_limit": SNAPSHOT_MAX_LIMIT,
+        },
+        "config_digests": {"context_config_digest": boundary.context_config_digest},
+        "surfaces": ["/ingress/intent", "/snapshot", "/tail", "/status", "/capabilities", "/healthz"],
+    }
+
+
+@router.get("/status")
+async def status(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
+    """Runtime status: ledger head, running turns, LLM queue and each actor's position in it."""
+    length, head = await asyncio.to_thread(state.store.head)
+    turns: dict[str, Any] = {"running": None}
+    queue_position: dict[str, int] = {}
+    temporal_ok = True
+    try:
+        running = [
+            wf
+            async for wf in state.client.list_workflows(
+                "WorkflowType='TurnWorkflow' AND ExecutionStatus='Running'", limit=1000
+            )
+        ]
+        turns["running"] = len(running)
+        # Waiting for or in a provider call, oldest first: an actor's position is its earliest turn.
+        allowed = sorted(
+            (wf for wf in running if _sa(wf, "TurngateDecision") == "ALLOW"), key=lambda wf: wf.start_time
+        )
+        for position, wf in enumerate(allowed, start=1):
+            actor = _sa(wf, "TurngateActor")
+            if actor and actor not in queue_position:
+                queue_position[actor] = position
+        turns["in_llm_stage"] = len(allowed)
+    except Exception as exc:  # status must answer even when Temporal does not
+        temporal_ok = False
+        log.warning("status: temporal visibility query failed: %s", exc)
+    return {
+        "ok": temporal_ok,
+        "gateway": "turngate",
+        "version": __version__,
+        "temporal": {"address": state.settings.temporal_address, "reachable": temporal_ok},
+        "ledger": {"length": length, "head_digest": head},
+        "job_runtime": {
+            "queue_sizes": {"chat.message": turns.get("in_llm_stage")},
+            "active_counts": {"turns": turns["running"]},
+            "queue_max": None,
+            "llm": {
+                "concurrency": state.settings.llm_concurrency,
+                "wall_clock_s": state.settings.llm_wall_clock_s,
+                "queue_position": queue_position,
+            },
+        },
+    }
+
+
+def _sa(wf: Any, name: str) -> str | None:
+    values = (wf.search_attributes or {}).get(name) or []
+    return str(values[0]) if values else None
+
+
+@router.get("/healthz", response_model=None)
+async def healthz(state: Annotated[ApiState, Depends(api_state)]) -> JSONResponse | dict[str, Any]:
+    """Liveness + readiness: the ledger answers and Temporal is reachable."""
+    try:
+        length, _ = await asyncio.to_thread(state.store.head)
+    except Exception as exc:
+        return error_response(503, "ledger.unavailable", str(exc))
+    try:
+        await asyncio.wait_for(state.client.service_client.check_health(), 2.0)
+    except Exception as exc:
+        return error_response(503, "temporal.unavailable", f"temporal health check failed: {exc}")
+    return {"ok": True, "ledger_length": length}

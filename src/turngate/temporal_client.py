@@ -1,0 +1,48 @@
+"""One way to connect to Temporal for every process, and search-attribute registration."""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
+
+from turngate.settings import Settings
+from turngate.workflows.shared import SEARCH_ATTRIBUTES
+
+log = logging.getLogger(__name__)
+
+
+async def connect(settings: Settings) -> Client:
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+    )
+
+
+async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:
+    """Register turngate's search attributes if missing (idempotent). Returns the names added."""
+    existing = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    known = set(existing.custom_attributes) | set(existing.system_attributes)
+    missing = {
+        key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+        for key in SEARCH_ATTRIBUTES
+        if key.name not in known
+    }
+    if not missing:
+        return []
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.ALREADY_EXISTS:
+            raise
+    log.info("registered search attributes: %s", ", ".join(sorted(missing)))
+    return sorted(missing)

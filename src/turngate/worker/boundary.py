@@ -1,0 +1,26 @@
+"""The worker's boundary: what it decides with, loaded once at start (seed 000: no hot reload)."""
+
+from __future__ import annotations
+
+import os
+
+from turngate.core.context import context_config_digest, load_context_config
+from turngate.core.policy import load_policy
+from turngate.providers.registry import provider_catalog
+from turngate.settings import Settings
+from turngate.workflows.shared import Boundary
+
+
+def load_boundary(settings: Settings) -> Boundary:
+    """Load and validate config, policy and provider catalog; fail loudly before serving."""
+    config = load_context_config(settings.context_config_path, os.environ)
+    load_policy(settings.policy_module, settings.policy_object)  # import errors surface now
+    return Boundary(
+        policy_module=settings.policy_module,
+        policy_object=settings.policy_object,
+        context_config=config.model_dump(mode="json"),
+        context_config_digest=context_config_digest(config),
+        provider_catalog=provider_catalog(settings).model_dump(mode="json"),
+        llm_task_queue=settings.llm_task_queue,
+        llm_wall_clock_s=settings.llm_wall_clock_s,
+    )

@@ -1,0 +1,84 @@
+"""The worker process: turn workflows + ledger steps on one queue, provider calls on another.
+
+One task queue per resource class: the `llm` queue's activity slots are the provider concurrency
+limit (TURNGATE_LLM_CONCURRENCY), independent of how many turns are in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from turngate.activities.ledger import LedgerActivities
+from turngate.activities.provider import ProviderActivities, TokenSink
+from turngate.ledger import LedgerStore
+from turngate.providers.registry import build_providers, close_providers
+from turngate.settings import Settings
+from turngate.temporal_client import connect, ensure_search_attributes
+from turngate.worker.boundary import load_boundary
+from turngate.workflows.turn import TurnWorkflow
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.asynccontextmanager
+async def running_worker(
+    settings: Settings,
+    *,
+    client: Client | None = None,
+    sink: TokenSink | None = None,
+) -> AsyncIterator[list[Worker]]:
+    """Start the turn and llm workers; on exit, shut them down gracefully."""
+    boundary = load_boundary(settings)
+    client = client or await connect(settings)
+    await ensure_search_attributes(client, settings.temporal_namespace)
+    store = LedgerStore(settings.effective_ledger_url)
+    providers = build_providers(settings)
+    ledger = LedgerActivities(store, boundary)
+    calls = ProviderActivities(providers, sink)
+    executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
+    workers = [
+        Worker(
+            client,
+            task_queue=settings.turns_task_queue,
+            workflows=[TurnWorkflow],
+            activities=[ledger.begin_turn, ledger.append_event],
+            activity_executor=executor,
+            max_concurrent_local_activities=16,
+        ),
+        Worker(
+            client,
+            task_queue=settings.llm_task_queue,
+            activities=[calls.call_provider],
+            max_concurrent_activities=settings.llm_concurrency,
+        ),
+    ]
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    log.info(
+        "worker up: turns=%s llm=%s (concurrency %d) policy=%s providers=%s",
+        settings.turns_task_queue,
+        settings.llm_task_queue,
+        settings.llm_concurrency,
+        settings.policy_module or "observer mode",
+        ", ".join(sorted(providers)),
+    )
+    try:
+        yield workers
+    finally:
+        await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await close_providers(providers)
+        executor.shutdown(wait=True)
+        store.close()
+        log.info("worker stopped")
+
+
+async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
+    async with running_worker(settings):
+        await stop.wait()

@@ -1,0 +1,101 @@
+"""Inputs, results and names shared by the turn workflow, its activities, the worker and the API."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.common import SearchAttributeKey
+
+from turngate.core.events import Event, EventDraft, IntentEnvelope
+
+# Search attributes that make turns findable in the Temporal UI (registered by the worker).
+SA_THREAD_ID = SearchAttributeKey.for_keyword("TurngateThreadId")
+SA_TURN_ID = SearchAttributeKey.for_keyword("TurngateTurnId")
+SA_DECISION = SearchAttributeKey.for_keyword("TurngateDecision")
+SA_POLICY_ID = SearchAttributeKey.for_keyword("TurngatePolicyId")
+SA_ACTOR = SearchAttributeKey.for_keyword("TurngateActor")
+SEARCH_ATTRIBUTES = (SA_THREAD_ID, SA_TURN_ID, SA_DECISION, SA_POLICY_ID, SA_ACTOR)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")
+
+
+def turn_workflow_id(stream_id: str, thread_id: str, turn_id: str, prefix: str = "turn") -> str:
+    """Business id of a turn: resubmitting the same (stream, thread, turn) finds the same workflow.
+
+    Readable where the ids are plain; a short digest keeps it unique where characters were replaced.
+    """
+    raw = f"{stream_id}\x1f{thread_id}\x1f{turn_id}"
+    readable = "/".join(_UNSAFE.sub("_", part)[:60] for part in (stream_id, thread_id, turn_id))
+    return f"{prefix}/{readable}/{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TurnInput(_Model):
+    envelope: IntentEnvelope
+
+
+class Boundary(_Model):
+    """What the worker decides with, loaded once at worker start and recorded in history."""
+
+    policy_module: str | None
+    policy_object: str
+    context_config: dict[str, Any]
+    context_config_digest: str
+    provider_catalog: dict[str, Any]
+    llm_task_queue: str
+    llm_wall_clock_s: int
+    budget_tokens: int = 100_000
+
+
+class BeginTurnInput(_Model):
+    intent: EventDraft
+    ref_ids: list[str]
+
+
+class BeginTurnResult(_Model):
+    intent: Event
+    candidates: list[Event]
+    boundary: Boundary
+
+
+class AppendInput(_Model):
+    draft: EventDraft
+
+
+class ProviderCallInput(_Model):
+    correlation_id: str
+    provider: str
+    model: str
+    messages: list[dict[str, str]]
+    max_tokens: int | None = None
+
+
+class ProviderCallResult(_Model):
+    provider: str
+    model: str
+    output_text: str
+    usage: dict[str, int | None] = Field(default_factory=dict)
+    duration_ms: int = 0
+
+
+class RecordedEvent(_Model):
+    kind: str
+    index: int
+    digest: str
+
+
+class TurnResult(_Model):
+    workflow_id: str
+    correlation_id: str
+    decision: str
+    reason_codes: list[str]
+    intent: RecordedEvent
+    decision_event: RecordedEvent
+    execution: RecordedEvent | None = None
+    error_code: str | None = None

@@ -1,0 +1,256 @@
+"""TurnWorkflow: INTENT -> DECISION -> EXECUTION for one turn.
+
+Deterministic work (ref resolution, digests, policy, model resolution, assembly) runs here, in
+core/ code; everything that touches the world is an activity. The ledger steps are local
+activities (short, idempotent, on this worker: fewer history events per turn); the provider call
+is a regular activity on its own task queue (heartbeats, wall-clock timeout, retries only for
+retryable errors).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+
+with workflow.unsafe.imports_passed_through():
+    from turngate.core.assembly import assemble
+    from turngate.core.context import ContextConfig
+    from turngate.core.decision import DecisionOutcome, decide
+    from turngate.core.events import Event, EventDraft, EventKind
+    from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
+    from turngate.core.policy import load_policy
+    from turngate.core.refs import ref_lookup_ids
+    from turngate.workflows.shared import (
+        SA_DECISION,
+        SA_POLICY_ID,
+        AppendInput,
+        BeginTurnInput,
+        BeginTurnResult,
+        Boundary,
+        ProviderCallInput,
+        ProviderCallResult,
+        RecordedEvent,
+        TurnInput,
+        TurnResult,
+    )
+
+LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
+LEDGER_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=50),
+    maximum_interval=timedelta(seconds=5),
+    non_retryable_error_types=["ledger.conflict"],
+)
+NON_RETRYABLE_PROVIDER_ERRORS = [
+    "provider.bad_request",
+    "provider.auth",
+    "provider.not_found",
+    "provider.request_too_large",
+    "provider.unprocessable",
+    "provider.client_error",
+    "provider.missing_credentials",
+]
+
+
+def _recorded(event: Event) -> RecordedEvent:
+    return RecordedEvent(kind=str(event.kind), index=event.index, digest=event.digest)
+
+
+@workflow.defn(name="TurnWorkflow")
+class TurnWorkflow:
+    def __init__(self) -> None:
+        self._recorded: dict[str, RecordedEvent] = {}
+
+    @workflow.query(name="recorded")
+    def recorded(self) -> dict[str, RecordedEvent]:
+        """What this turn has recorded so far (no history cost)."""
+        return dict(self._recorded)
+
+    @workflow.run
+    async def run(self, inp: TurnInput) -> TurnResult:
+        envelope = inp.envelope
+        begin: BeginTurnResult = await workflow.execute_local_activity(
+            "turngate.begin_turn",
+            BeginTurnInput(
+                intent=envelope.draft(),
+                ref_ids=ref_lookup_ids(list(envelope.payload.declared_refs)),
+            ),
+            result_type=BeginTurnResult,
+            start_to_close_timeout=LEDGER_STEP_TIMEOUT,
+            retry_policy=LEDGER_RETRY,
+        )
+        intent = begin.intent
+        self._recorded["INTENT"] = _recorded(intent)
+        boundary = begin.boundary
+
+        model = resolve_model(
+            envelope.payload.requested_model_id,
+            ProviderCatalog.model_validate(boundary.provider_catalog),
+        )
+        outcome = self._decide(intent, begin.candidates, boundary, model)
+        decision = await self._append(self._draft(intent, EventKind.DECISION, outcome.payload))
+        self._recorded["DECISION"] = _recorded(decision)
+        workflow.upsert_search_attributes(
+            [
+                SA_DECISION.value_set(outcome.payload["decision"]),
+                SA_POLICY_ID.value_set(outcome.payload["policy_id"]),
+            ]
+        )
+        result = TurnResult(
+            workflow_id=workflow.info().workflow_id,
+            correlation_id=intent.correlation_id,
+            decision=outcome.payload["decision"],
+            reason_codes=list(outcome.payload["reason_codes"]),
+            intent=self._recorded["INTENT"],
+            decision_event=self._recorded["DECISION"],
+        )
+        if not outcome.allowed or outcome.resolution is None:
+            return result
+
+        assembly = assemble(
+            None,
+            outcome.resolution,
+            envelope.message,
+            budget_tokens=boundary.budget_tokens,
+        )
+        call = ProviderCallInput(
+            correlation_id=intent.correlation_id,
+            provider=model.provider,
+            model=model.resolved_model_id or "",
+            messages=[m.model_dump() for m in assembly.messages],
+            max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
+        )
+        payload = await self._execute(call, model, outcome, boundary)
+        execution = await self._append(self._draft(intent, EventKind.EXECUTION, payload))
+        self._recorded["EXECUTION"] = _recorded(execution)
+        error = payload.get("error")
+        return result.model_copy(
+            update={
+                "execution": self._recorded["EXECUTION"],
+                "error_code": error["code"] if error else None,
+            }
+        )
+
+    def _decide(
+        self,
+        intent: Event,
+        candidates: list[Event],
+        boundary: Boundary,
+        model: ModelResolution,
+    ) -> DecisionOutcome:
+        with workflow.unsafe.imports_passed_through():
+            policy = load_policy(boundary.policy_module, boundary.policy_object)
+        outcome = decide(
+            intent,
+            candidates,
+            ContextConfig.model_validate(boundary.context_config),
+            policy,
+            execution={
+                "provider": model.provider,
+                "requested_model_id": model.requested_model_id,
+                "resolved_model_id": model.resolved_model_id,
+            },
+        )
+        if outcome.allowed and not model.ok:
+            # An unusable model is decided here, not discovered at execution time.
+            payload = dict(outcome.payload)
+            payload["decision"] = "DENY"
+            payload["reason_codes"] = [model.reason_code or "model.unavailable"]
+            return DecisionOutcome(
+                allowed=False,
+                payload=payload,
+                resolution=outcome.resolution,
+                context_spec=outcome.context_spec,
+            )
+        return outcome
+
+    async def _execute(
+        self,
+        call: ProviderCallInput,
+        model: ModelResolution,
+        outcome: DecisionOutcome,
+        boundary: Boundary,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "provider": model.provider,
+            "model_id": model.resolved_model_id,
+            "requested_model_id": model.requested_model_id,
+            "resolved_model_id": model.resolved_model_id,
+            "context_digest": outcome.payload.get("context_digest"),
+        }
+        wall_clock = timedelta(seconds=boundary.llm_wall_clock_s)
+        try:
+            answer: ProviderCallResult = await workflow.execute_activity(
+                "turngate.call_provider",
+                call,
+                result_type=ProviderCallResult,
+                task_queue=boundary.llm_task_queue,
+                start_to_close_timeout=wall_clock,
+                schedule_to_close_timeout=wall_clock,
+                heartbeat_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(milliseconds=500),
+                    maximum_attempts=3,
+                    non_retryable_error_types=NON_RETRYABLE_PROVIDER_ERRORS,
+                ),
+            )
+        except ActivityError as exc:
+            payload["output_text"] = ""
+            payload["error"] = _execution_error(exc, model.provider)
+            return payload
+        payload["output_text"] = answer.output_text
+        payload["usage"] = answer.usage
+        payload["_obs"] = {"duration_ms": answer.duration_ms}
+        return payload
+
+    async def _append(self, draft: EventDraft) -> Event:
+        return await workflow.execute_local_activity(
+            "turngate.append_event",
+            AppendInput(draft=draft),
+            result_type=Event,
+            start_to_close_timeout=LEDGER_STEP_TIMEOUT,
+            retry_policy=LEDGER_RETRY,
+        )
+
+    @staticmethod
+    def _draft(intent: Event, kind: EventKind, payload: dict[str, Any]) -> EventDraft:
+        return EventDraft(
+            kind=kind,
+            thread_id=intent.thread_id,
+            turn_id=intent.turn_id,
+            parent_turn_id=intent.parent_turn_id,
+            correlation_id=intent.correlation_id,
+            stream_id=intent.stream_id,
+            lane=intent.lane,
+            actor=intent.actor,
+            intent_type=intent.intent_type,
+            payload=payload,
+        )
+
+
+def _execution_error(exc: ActivityError, provider: str) -> dict[str, Any]:
+    """The structured, secret-free error an EXECUTION records."""
+    cause = exc.cause
+    if isinstance(cause, TimeoutError) and cause.type in (
+        TimeoutType.START_TO_CLOSE,
+        TimeoutType.SCHEDULE_TO_CLOSE,
+        TimeoutType.HEARTBEAT,
+    ):
+        return {
+            "provider": provider,
+            "status_code": None,
+            "code": "llm.timeout",
+            "message": f"the provider call exceeded its wall-clock limit ({cause.type.name})",
+        }
+    if isinstance(cause, ApplicationError):
+        details = cause.details[0] if cause.details else {}
+        return {
+            "provider": provider,
+            "status_code": details.get("status_code") if isinstance(details, dict) else None,
+            "code": cause.type or "provider.error",
+            "message": cause.message,
+        }
+    return {"provider": provider, "status_code": None, "code": "provider.error", "message": str(exc)}

@@ -1,0 +1,53 @@
+"""Run `turngate worker` / `turngate serve` as real child processes for crash tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from turngate.settings import Settings
+
+
+def process_env(settings: Settings, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "TEMPORAL_ADDRESS": settings.temporal_address,
+            "TURNGATE_DATA_DIR": str(settings.data_dir),
+            "TURNGATE_TURNS_TASK_QUEUE": settings.turns_task_queue,
+            "TURNGATE_LLM_TASK_QUEUE": settings.llm_task_queue,
+            "TURNGATE_WORKFLOW_ID_PREFIX": settings.workflow_id_prefix,
+            "TURNGATE_POLICY_MODULE": settings.policy_module or "",
+            "TURNGATE_ECHO_DELAY_MS": str(settings.echo_delay_ms),
+            "TURNGATE_LOG_LEVEL": "WARNING",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def spawn(args: list[str], settings: Settings, log: Path, **extra: str) -> subprocess.Popen[bytes]:
+    out = open(log, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+    return subprocess.Popen(
+        [sys.executable, "-m", "turngate", *args],
+        env=process_env(settings, **extra),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_http(url: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer within {timeout_s}s")
