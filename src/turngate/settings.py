@@ -37,6 +37,10 @@ class Settings(BaseSettings):
     # Storage
     data_dir: Path = Field(default_factory=_default_data_dir, validation_alias=_alias("TURNGATE_DATA_DIR"))
     ledger_url: str | None = Field(None, validation_alias=_alias("TURNGATE_LEDGER_URL"))
+    # Artifact store: a local directory (default <data_dir>/artifacts) or s3://bucket/prefix.
+    artifacts: str | None = Field(None, validation_alias=_alias("TURNGATE_ARTIFACTS"))
+    # Token side channel for live streaming: sqlite (default, <data_dir>/stream.sqlite3) or redis://...
+    token_bus_url: str | None = Field(None, validation_alias=_alias("TURNGATE_TOKEN_BUS_URL"))
 
     # Policy (None -> observer mode: every intent is DENIED with gateway.observer_mode)
     policy_module: str | None = Field(
@@ -94,6 +98,14 @@ class Settings(BaseSettings):
         if self.ledger_url:
             return self.ledger_url
         return f"sqlite:///{(self.data_dir / 'ledger.sqlite3').as_posix()}"
+
+    @property
+    def effective_artifacts(self) -> str:
+        return self.artifacts or (self.data_dir / "artifacts").as_posix()
+
+    @property
+    def effective_token_bus_url(self) -> str:
+        return self.token_bus_url or f"sqlite:///{(self.data_dir / 'stream.sqlite3').as_posix()}"
 
     @property
     def openai_models(self) -> tuple[str, ...]:
