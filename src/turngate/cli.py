@@ -30,6 +30,7 @@ def _setup_logging() -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("temporalio").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:
@@ -123,9 +124,8 @@ async def cmd_dev(args: argparse.Namespace) -> int:
 def _provider_names(settings: Settings) -> list[str]:
     from turngate.providers.registry import provider_catalog
 
-    catalog = provider_catalog(settings).model_dump(mode="json")
-    names = [name for name, p in catalog.get("providers", {}).items() if p.get("configured")]
-    return [f"{n} (offline, labelled)" if n == "echo" else n for n in names]
+    entries = provider_catalog(settings).providers
+    return [f"{p.name} (offline, labelled)" if p.offline else p.name for p in entries if p.configured]
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:

@@ -1,0 +1,55 @@
+"""Record TurnWorkflow histories for the replay tests (run once per deliberate workflow change):
+
+    .venv/bin/python -m tests.replay.record
+
+Never re-record just to make a failing replay test pass: a failure means the workflow code is no
+longer compatible with turns already running; guard the change with workflow.patched() instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+
+from tests.stack import make_settings, running_stack
+from turngate.devserver import DevServer, free_port
+from turngate.temporal_client import connect
+
+HERE = Path(__file__).parent / "histories"
+
+
+async def record() -> None:
+    server = DevServer(db_file=None, port=free_port(), ui_port=None)
+    server.start()
+    try:
+        await server.wait_ready()
+        client = await connect(make_settings(Path(tempfile.mkdtemp()), server.address))
+        scenarios = {
+            "allow_with_refs": {},
+            "observer_deny": {"policy_module": None},
+            "llm_timeout": {"llm_wall_clock_s": 1, "echo_delay_ms": 400},
+        }
+        for name, overrides in scenarios.items():
+            settings = make_settings(Path(tempfile.mkdtemp()), server.address, **overrides)
+            async with running_stack(settings) as stack:
+                await stack.chat("What is 2+2?", correlation_id="c-1", thread_id="t")
+                resp = await stack.chat(
+                    "Explain more, please take your time",
+                    correlation_id="c-2",
+                    thread_id="t",
+                    parent_turn_id="c-1",
+                    declared_refs=[{"ref_id": "c-1"}, {"ref_type": "execution", "ref_id": "c-1"}],
+                )
+                workflow_id = resp.json()["workflow_id"]
+            history = await client.get_workflow_handle(workflow_id).fetch_history()
+            path = HERE / f"{name}.json"
+            path.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+            print(f"recorded {path} ({len(history.events)} events)")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(record())
