@@ -120,15 +120,11 @@ async def ingress_intent(
         )
 
     wanted = {None: "INTENT", "decision": "DECISION", "execution": "EXECUTION"}[wait]
-    ack_timeout = settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S
-
-    def ready() -> dict[str, Event] | None:
-        events = _turn_events(state, envelope)
-        return events if _satisfied(events, wanted) else None
-
-    events = await state.watcher.wait_for(ready, ack_timeout)
-    if events is None:
-        events = await asyncio.to_thread(_turn_events, state, envelope)
+    events, satisfied = await state.watcher.wait_turn(
+        (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id),
+        lambda found: _satisfied(found, wanted),
+        settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S,
+    )
     intent = events.get("INTENT")
     response: dict[str, Any] = {
         "accepted": True,
@@ -144,7 +140,7 @@ async def ingress_intent(
     if intent is None:
         response["detail"] = "accepted by Temporal; the INTENT is not recorded yet (is a worker running?)"
     if wait:
-        response["wait_timed_out"] = not _satisfied(events, wanted)
+        response["wait_timed_out"] = not satisfied
         for kind in (EventKind.DECISION, EventKind.EXECUTION):
             if str(kind) in events:
                 response[str(kind).lower()] = events[str(kind)].to_wire()

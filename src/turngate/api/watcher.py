@@ -1,8 +1,10 @@
-"""Wakes API waiters and /tail subscribers when the ledger changes, without a fixed poll delay.
+"""One reader of the ledger for the whole API process, fanning new events out in memory.
 
 The worker process writes the ledger; the API learns of new events from the store's cheap change
-marker (SQLite: PRAGMA data_version). One background task polls it, and only while somebody is
-waiting, every few milliseconds; everyone waiting is woken at once.
+marker (SQLite: PRAGMA data_version). One background task polls it, only while somebody is
+waiting, every few milliseconds; on a change it reads the new events once (`since(cursor)`) and
+hands them to the requests waiting for those turns, and wakes /tail subscribers. Waiting costs
+one query per change, not one per waiter per change.
 """
 
 from __future__ import annotations
@@ -10,13 +12,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
+from turngate.core.events import Event
 from turngate.ledger import LedgerStore
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
+TurnKey = tuple[str, str, str]  # (stream_id, thread_id, turn_id)
+READ_BATCH = 1000
+
+
+def turn_key(event: Event) -> TurnKey:
+    return (event.stream_id, event.thread_id, event.turn_id)
+
+
+@dataclass
+class _TurnWaiter:
+    done: Callable[[dict[str, Event]], bool]
+    events: dict[str, Event] = field(default_factory=dict)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def add(self, event: Event) -> None:
+        self.events.setdefault(str(event.kind), event)
+        if self.done(self.events):
+            self.ready.set()
 
 
 class LedgerWatcher:
@@ -24,9 +44,11 @@ class LedgerWatcher:
         self._store = store
         self._poll = poll_interval_s
         self._changed = asyncio.Condition()
-        self._waiters = 0
+        self._interest = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._cursor = -1
+        self._turn_waiters: dict[TurnKey, list[_TurnWaiter]] = {}
         self.generation = 0  # bumps on every observed change
 
     def start(self) -> None:
@@ -40,50 +62,80 @@ class LedgerWatcher:
 
     async def _run(self) -> None:
         marker = await asyncio.to_thread(self._store.change_marker)
+        self._cursor = (await asyncio.to_thread(self._store.head))[0] - 1
         while True:
-            if self._waiters == 0:
+            if self._interest == 0:
                 self._wake.clear()
                 await self._wake.wait()
             await asyncio.sleep(self._poll)
             try:
                 current = await asyncio.to_thread(self._store.change_marker)
+                if current == marker:
+                    continue
+                marker = current
+                await self._dispatch_new_events()
             except Exception:  # a transient ledger error must not kill the watcher
-                log.exception("ledger change check failed")
+                log.exception("ledger watch failed; retrying")
                 await asyncio.sleep(0.5)
                 continue
-            if current != marker:
-                marker = current
-                await self.notify()
+            await self.notify()
+
+    async def _dispatch_new_events(self) -> None:
+        while True:
+            batch = await asyncio.to_thread(self._store.since, self._cursor, limit=READ_BATCH)
+            for event in batch:
+                self._cursor = event.index
+                for waiter in self._turn_waiters.get(turn_key(event), ()):
+                    waiter.add(event)
+            if len(batch) < READ_BATCH:
+                return
 
     async def notify(self) -> None:
         async with self._changed:
             self.generation += 1
             self._changed.notify_all()
 
-    async def wait_change(self, generation: int, timeout_s: float) -> int:
-        """Wait until the generation moves past ``generation`` (or timeout); return the new one."""
-        self._waiters += 1
+    @contextlib.contextmanager
+    def _interested(self) -> Iterator[None]:
+        self._interest += 1
         self._wake.set()
         try:
+            yield
+        finally:
+            self._interest -= 1
+
+    async def wait_change(self, generation: int, timeout_s: float) -> int:
+        """Wait until the generation moves past ``generation`` (or timeout); return the new one."""
+        with self._interested():
             async with self._changed:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
                         self._changed.wait_for(lambda: self.generation != generation), timeout_s
                     )
                 return self.generation
-        finally:
-            self._waiters -= 1
 
-    async def wait_for(self, check: Callable[[], T | None], timeout_s: float) -> T | None:
-        """Run the (sync, cheap) ``check`` in a thread until it returns something or time is up."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            generation = self.generation
-            found = await asyncio.to_thread(check)
-            if found is not None:
-                return found
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            await self.wait_change(generation, remaining)
+    async def wait_turn(
+        self,
+        key: TurnKey,
+        done: Callable[[dict[str, Event]], bool],
+        timeout_s: float,
+    ) -> tuple[dict[str, Event], bool]:
+        """The turn's events by kind once ``done(events)`` holds, or what exists at the timeout.
+        Returns (events, done)."""
+        waiter = _TurnWaiter(done)
+        self._turn_waiters.setdefault(key, []).append(waiter)
+        try:
+            with self._interested():
+                # Registered first, then read: nothing appended in between can be missed.
+                stream_id, thread_id, turn_id = key
+                for event in await asyncio.to_thread(self._store.turn_events, thread_id, turn_id):
+                    if event.stream_id == stream_id:
+                        waiter.add(event)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiter.ready.wait(), timeout_s)
+            return waiter.events, waiter.ready.is_set()
+        finally:
+            waiters = self._turn_waiters.get(key, [])
+            waiters.remove(waiter)
+            if not waiters:
+                self._turn_waiters.pop(key, None)
