@@ -234,3 +234,29 @@ def test_policy_never_receives_execution_payloads(new_chain, outputs):
         assert x.digest not in seen
     assert {item.event_kind for item in outcome.policy_input.i_context} == {"INTENT"}
     assert len(outcome.resolution.execution_events) == len(execs)
+
+
+def test_pinned_prompt_enters_the_context_digest_and_verifies(new_chain):
+    chain = new_chain()
+    intent = chain.intent("t", "1", "hello")
+    allow = load_policy("turngate.policies.allow_all")
+    prompt_a = {"snapshot_digest": "sha256:" + "a" * 64, "profile_digest": "sha256:" + "b" * 64}
+    prompt_b = {**prompt_a, "snapshot_digest": "sha256:" + "c" * 64}
+    with_a = decide(intent, [], CFG, allow, prompt=prompt_a)
+    with_b = decide(intent, [], CFG, allow, prompt=prompt_b)
+    without = decide(intent, [], CFG, allow)
+    assert with_a.payload["context_spec"]["prompt"] == prompt_a
+    assert (
+        len(
+            {
+                with_a.payload["context_digest"],
+                with_b.payload["context_digest"],
+                without.payload["context_digest"],
+            }
+        )
+        == 3
+    )
+    assert verify_decision(with_a.payload, intent, [], CFG, allow) == []
+    tampered = json.loads(json.dumps(with_a.payload))
+    tampered["context_spec"]["prompt"]["snapshot_digest"] = prompt_b["snapshot_digest"]
+    assert "context_digest differs from the recomputation" in verify_decision(tampered, intent, [], CFG)

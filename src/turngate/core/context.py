@@ -269,8 +269,14 @@ def canonical_declared_refs(intent: Event) -> list[dict[str, Any]]:
     return [ref.model_dump(mode="json", exclude_none=True) for ref in refs]
 
 
-def build_context_spec(intent: Event, resolution: Resolution, cfg: ContextConfig) -> dict[str, Any]:
-    """The context spec: exactly seed 000's digest scope."""
+def build_context_spec(
+    intent: Event,
+    resolution: Resolution,
+    cfg: ContextConfig,
+    prompt: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The context spec: seed 000's digest scope, plus (when prompt packs are in use) the pinned
+    prompt snapshot and profile digests, so replay can prove which prompts were used."""
     normalization: dict[str, Any] = {
         "applied_rules": list(resolution.applied_rules),
         "config_digest": context_config_digest(cfg),
@@ -297,7 +303,7 @@ def build_context_spec(intent: Event, resolution: Resolution, cfg: ContextConfig
             "ordering": cfg.context.canonical_sort,
         },
         "normative_input_digests": list(resolution.normative_input_digests),
-    }
+    } | ({"prompt": dict(prompt)} if prompt else {})
 
 
 def governance_item_digest(item: GovernanceItem) -> str:
@@ -330,12 +336,17 @@ class ContextBuild(BaseModel):
     context_digest: str
 
 
-def build_context(intent: Event, candidates: Sequence[Event], cfg: ContextConfig) -> ContextBuild:
+def build_context(
+    intent: Event,
+    candidates: Sequence[Event],
+    cfg: ContextConfig,
+    prompt: Mapping[str, Any] | None = None,
+) -> ContextBuild:
     """Resolve refs, build the policy input, the spec and the digest: one code path for deciding
     and for replay/verify. Raises ``RefResolutionError`` or ``InvalidIntentError``."""
     resolution = resolve_refs(intent, candidates, cfg.context)
     policy_input = build_policy_input(intent, resolution.governance_events)
-    spec = build_context_spec(intent, resolution, cfg)
+    spec = build_context_spec(intent, resolution, cfg, prompt)
     assembled = build_assembled_context(policy_input, resolution)
     return ContextBuild(
         resolution=resolution,
@@ -346,6 +357,11 @@ def build_context(intent: Event, candidates: Sequence[Event], cfg: ContextConfig
     )
 
 
-def recompute_context_digest(intent: Event, candidates: Sequence[Event], cfg: ContextConfig) -> str:
+def recompute_context_digest(
+    intent: Event,
+    candidates: Sequence[Event],
+    cfg: ContextConfig,
+    prompt: Mapping[str, Any] | None = None,
+) -> str:
     """Recompute ``context_digest`` from stored inputs (seed 000, invariant 6)."""
-    return build_context(intent, candidates, cfg).context_digest
+    return build_context(intent, candidates, cfg, prompt).context_digest

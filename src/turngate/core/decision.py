@@ -143,19 +143,21 @@ def decide(
     policy: LoadedPolicy,
     *,
     execution: Mapping[str, Any] | None = None,
+    prompt: Mapping[str, Any] | None = None,
 ) -> DecisionOutcome:
     """Decide ``intent``: resolve refs, evaluate the policy on I_context, build the payload.
 
     A ref error (or an INTENT without a message) ends in DENY with the error code as reason code;
     the policy is not called. A policy that raises or returns garbage ends in DENY
     (``policy.evaluation_error`` / ``policy.invalid_decision``). ``execution`` (provider,
-    requested_model_id, resolved_model_id) is merged into the payload as given.
+    requested_model_id, resolved_model_id) is merged into the payload as given. ``prompt`` (the
+    pinned prompt snapshot and profile digests) enters the context spec and so the digest.
     """
     if intent.kind != EventKind.INTENT:
         raise ValueError(f"decide needs an INTENT event, got {intent.kind}")
     config_digest = context_config_digest(cfg)
     try:
-        built = build_context(intent, candidates, cfg)
+        built = build_context(intent, candidates, cfg, prompt)
     except (RefResolutionError, InvalidIntentError) as exc:
         if isinstance(exc, RefResolutionError):
             error = exc.as_dict()
@@ -192,7 +194,10 @@ def decide(
 
 
 def recompute_decision_digests(
-    intent: Event, candidates: Sequence[Event], cfg: ContextConfig
+    intent: Event,
+    candidates: Sequence[Event],
+    cfg: ContextConfig,
+    prompt: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Recompute from stored inputs what a DECISION pins (seed 000 "What Can Be Verified").
 
@@ -201,7 +206,7 @@ def recompute_decision_digests(
     """
     config_digest = context_config_digest(cfg)
     try:
-        built = build_context(intent, candidates, cfg)
+        built = build_context(intent, candidates, cfg, prompt)
     except RefResolutionError as exc:
         error_code: str | None = exc.code
         built = None
@@ -238,7 +243,9 @@ def verify_decision(
     for event in (intent, *candidates):
         if event_digest(event, event.index, event.prev_event_digest) != event.digest:
             problems.append(f"event_digest_mismatch: index {event.index}")
-    again = recompute_decision_digests(intent, candidates, cfg)
+    spec = stored.get("context_spec")
+    prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
+    again = recompute_decision_digests(intent, candidates, cfg, prompt)
     boundary = stored.get("boundary")
     stored_config = boundary.get("context_config_digest") if isinstance(boundary, Mapping) else None
     if stored_config != again["context_config_digest"]:
@@ -254,7 +261,7 @@ def verify_decision(
     if again["error_code"] is not None and stored_code != again["error_code"]:
         problems.append(f"ref error differs: stored {stored_code!r}, recomputed {again['error_code']!r}")
     if policy is not None:
-        replayed = decide(intent, candidates, cfg, policy)
+        replayed = decide(intent, candidates, cfg, policy, prompt=prompt)
         for key in ("decision", "reason_codes", "policy"):
             if stored.get(key) != replayed.payload[key]:
                 problems.append(f"{key} differs from the re-evaluated policy")
