@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     )
     max_message_bytes: int = Field(256 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_MESSAGE_BYTES"))
     max_body_bytes: int = Field(1024 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_BODY_BYTES"))
+    token_budget: int = Field(100_000, ge=1, validation_alias=_alias("TURNGATE_TOKEN_BUDGET"))
     wait_timeout_s: float = Field(30.0, gt=0, validation_alias=_alias("TURNGATE_WAIT_TIMEOUT_S"))
 
     # Providers

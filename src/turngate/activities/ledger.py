@@ -1,23 +1,28 @@
 """Ledger activities: short, idempotent steps run as local activities of the turn workflow.
 
-They are sync (SQLAlchemy is blocking) and run on the worker's thread pool, never on the event
-loop. Idempotency comes from the ledger's unique (correlation_id, kind): a retried append returns
-the event already recorded.
+They are sync (SQLAlchemy and the artifact store block) and run on the worker's thread pool,
+never on the event loop. Idempotency comes from content: artifacts are keyed by their sha256 and
+the ledger's (correlation_id, kind) is unique, so a retried step returns what is already recorded.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from turngate.artifacts import ArtifactError, ArtifactStore
+from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft
 from turngate.ledger import LedgerConflictError, LedgerStore
 from turngate.workflows.shared import AppendInput, BeginTurnInput, BeginTurnResult, Boundary
 
 
 class LedgerActivities:
-    def __init__(self, store: LedgerStore, boundary: Boundary) -> None:
+    def __init__(self, store: LedgerStore, artifacts: ArtifactStore, boundary: Boundary) -> None:
         self._store = store
+        self._artifacts = artifacts
         self._boundary = boundary
 
     @activity.defn(name="turngate.begin_turn")
@@ -29,7 +34,38 @@ class LedgerActivities:
 
     @activity.defn(name="turngate.append_event")
     def append_event(self, inp: AppendInput) -> Event:
-        return self._append(inp.draft)
+        """Store the step's fault snapshots and manifest as artifacts, then append the event that
+        points at them. If the artifact store fails, nothing is appended and the workflow records
+        a SYSTEM_ERROR instead (seed 004 stop semantics)."""
+        draft = inp.draft
+        if inp.manifest is not None or inp.snapshots:
+            draft = draft.model_copy(update={"payload": self._attach(inp)})
+        return self._append(draft)
+
+    def _attach(self, inp: AppendInput) -> dict[str, Any]:
+        payload = dict(inp.draft.payload)
+        stored: list[dict[str, Any]] = []
+        try:
+            snapshots: dict[str, Any] = {}
+            for name, text in sorted(inp.snapshots.items()):
+                pointer = self._artifacts.put(text.encode(), kind=name, retention="snapshot")
+                snapshots[name] = pointer.model_dump(mode="json")
+                stored.append(snapshots[name])
+            if snapshots:
+                payload["fault_snapshots"] = snapshots
+            if inp.manifest is not None:
+                manifest = dict(inp.manifest, artifacts=stored)
+                pointer = self._artifacts.put(canonical_bytes(manifest), kind="manifest")
+                payload["manifest"] = pointer.model_dump(mode="json")
+        except ArtifactError as exc:
+            missing = sorted({*inp.snapshots, *(["manifest"] if inp.manifest is not None else [])})
+            raise ApplicationError(
+                f"the artifact store failed: {exc}",
+                {"missing_pointers": missing, "store": self._artifacts.describe()},
+                type="artifact.unavailable",
+                non_retryable=True,
+            ) from exc
+        return payload
 
     def _append(self, draft: EventDraft) -> Event:
         try:

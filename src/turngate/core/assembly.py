@@ -55,7 +55,7 @@ class _Item:
     tokens: int
 
 
-def _item_type(kind: str) -> ItemType:
+def item_type_for_kind(kind: str) -> ItemType:
     if kind == EventKind.INTENT:
         return "user_input"
     if kind == EventKind.EXECUTION:
@@ -107,7 +107,7 @@ def assemble(
             excluded.append(
                 ExclusionEntry(
                     item_id=ref.event_digest,
-                    item_type=_item_type(ref.event_kind),
+                    item_type=item_type_for_kind(ref.event_kind),
                     source_ref=ref.event_index,
                     excluded_reason="no_prompt_content",
                 )
@@ -118,7 +118,7 @@ def assemble(
             _Item(
                 event=event,
                 message=ChatMessage(role=role, content=text),
-                item_type=_item_type(event.kind),
+                item_type=item_type_for_kind(event.kind),
                 tokens=estimate(text),
             )
         )
@@ -126,7 +126,7 @@ def assemble(
         excluded.append(
             ExclusionEntry(
                 item_id=dropped.event_digest,
-                item_type=_item_type(dropped.event_kind),
+                item_type=item_type_for_kind(dropped.event_kind),
                 source_ref=dropped.event_index,
                 excluded_reason="not_admitted_for_execution",
             )

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from turngate.core.canonical import digest
+
 if TYPE_CHECKING:
     from turngate.core.assembly import Assembly
     from turngate.core.decision import DecisionOutcome
@@ -148,4 +150,60 @@ def build_manifest(
         inclusion_log=tuple(assembly.included),
         exclusion_log=tuple(assembly.excluded),
         artifacts=tuple(artifacts),
+    )
+
+
+def build_denied_manifest(
+    outcome: DecisionOutcome,
+    *,
+    intent: Event,
+    run_id: str,
+    step_id: str,
+    snapshot_id: str | None = None,
+) -> ContextManifest:
+    """The manifest of a DENIED turn: nothing reached a model; every resolved ref is excluded
+    with ``policy_filter`` (a ref error resolves nothing, so its logs are empty)."""
+    from turngate.core.assembly import COMPILER_VERSION, item_type_for_kind  # cycle: assembly imports us
+
+    resolution = outcome.resolution
+    refs = list(resolution.resolved_refs) if resolution is not None else []
+    payload = outcome.payload
+    boundary = payload.get("boundary") or {}
+    return ContextManifest(
+        run_id=run_id,
+        step_id=step_id,
+        snapshot_id=snapshot_id,
+        intent={
+            "event_digest": intent.digest,
+            "event_index": intent.index,
+            "thread_id": intent.thread_id,
+            "turn_id": intent.turn_id,
+            "intent_type": intent.intent_type,
+            "decision": payload.get("decision"),
+            "reason_codes": payload.get("reason_codes"),
+            "context_digest": outcome.context_digest,
+            "context_config_digest": boundary.get("context_config_digest"),
+            "policy": payload.get("policy"),
+        },
+        retrieval_query={
+            "mode": "declared_refs",
+            "declared_refs": (outcome.context_spec or {}).get("declared_refs", []),
+        },
+        candidate_chunk_ids=tuple(ref.event_digest for ref in refs),
+        selected_chunk_ids=(),
+        token_budget=0,
+        estimated_tokens=0,
+        compiler_version=COMPILER_VERSION,
+        prefix_hash=digest([]),
+        prefix_length=0,
+        inclusion_log=(),
+        exclusion_log=tuple(
+            ExclusionEntry(
+                item_id=ref.event_digest,
+                item_type=item_type_for_kind(ref.event_kind),
+                source_ref=ref.event_index,
+                excluded_reason="policy_filter",
+            )
+            for ref in refs
+        ),
     )

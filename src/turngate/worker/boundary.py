@@ -23,4 +23,5 @@ def load_boundary(settings: Settings) -> Boundary:
         provider_catalog=provider_catalog(settings).model_dump(mode="json"),
         llm_task_queue=settings.llm_task_queue,
         llm_wall_clock_s=settings.llm_wall_clock_s,
+        budget_tokens=settings.token_budget,
     )

@@ -17,6 +17,7 @@ from temporalio.worker import Worker
 
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities, TokenSink
+from turngate.artifacts import open_artifact_store
 from turngate.ledger import LedgerStore
 from turngate.providers.registry import build_providers, close_providers
 from turngate.settings import Settings
@@ -40,7 +41,8 @@ async def running_worker(
     await ensure_search_attributes(client, settings.temporal_namespace)
     store = LedgerStore(settings.effective_ledger_url)
     providers = build_providers(settings)
-    ledger = LedgerActivities(store, boundary)
+    artifacts = open_artifact_store(settings.effective_artifacts)
+    ledger = LedgerActivities(store, artifacts, boundary)
     calls = ProviderActivities(providers, sink)
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [

@@ -65,7 +65,12 @@ class BeginTurnResult(_Model):
 
 
 class AppendInput(_Model):
+    """An event to append, with the step's context manifest and fault snapshots (stored as
+    artifacts first; the event then carries their pointers)."""
+
     draft: EventDraft
+    manifest: dict[str, Any] | None = None
+    snapshots: dict[str, str] = Field(default_factory=dict)
 
 
 class ProviderCallInput(_Model):

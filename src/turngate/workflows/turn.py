@@ -9,6 +9,7 @@ retryable errors).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,9 +19,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 
 with workflow.unsafe.imports_passed_through():
     from turngate.core.assembly import assemble
+    from turngate.core.canonical import canonical_bytes
     from turngate.core.context import ContextConfig
     from turngate.core.decision import DecisionOutcome, decide
     from turngate.core.events import Event, EventDraft, EventKind
+    from turngate.core.manifest import build_denied_manifest, build_manifest
     from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
     from turngate.core.policy import load_policy
     from turngate.core.refs import ref_lookup_ids
@@ -91,42 +94,60 @@ class TurnWorkflow:
             ProviderCatalog.model_validate(boundary.provider_catalog),
         )
         outcome = self._decide(intent, begin.candidates, boundary, model)
-        decision = await self._append(self._draft(intent, EventKind.DECISION, outcome.payload))
+        assembly = None
+        if outcome.allowed and outcome.resolution is not None:
+            assembly = assemble(
+                None, outcome.resolution, envelope.message, budget_tokens=boundary.budget_tokens
+            )
+        run_id = workflow.info().run_id
+        if assembly is not None:
+            manifest = build_manifest(outcome, assembly, intent=intent, run_id=run_id, step_id="decision")
+        else:
+            manifest = build_denied_manifest(outcome, intent=intent, run_id=run_id, step_id="decision")
+        decision, stopped = await self._record(
+            self._draft(intent, EventKind.DECISION, outcome.payload),
+            manifest=manifest.model_dump(mode="json"),
+            on_system_error=_deny_for_system_error,
+        )
         self._recorded["DECISION"] = _recorded(decision)
         workflow.upsert_search_attributes(
             [
-                SA_DECISION.value_set(outcome.payload["decision"]),
-                SA_POLICY_ID.value_set(outcome.payload["policy_id"]),
+                SA_DECISION.value_set(decision.payload["decision"]),
+                SA_POLICY_ID.value_set(decision.payload["policy_id"]),
             ]
         )
         result = TurnResult(
             workflow_id=workflow.info().workflow_id,
             correlation_id=intent.correlation_id,
-            decision=outcome.payload["decision"],
-            reason_codes=list(outcome.payload["reason_codes"]),
+            decision=decision.payload["decision"],
+            reason_codes=list(decision.payload["reason_codes"]),
             intent=self._recorded["INTENT"],
             decision_event=self._recorded["DECISION"],
         )
-        if not outcome.allowed or outcome.resolution is None:
+        if stopped or assembly is None:
             return result
 
-        assembly = assemble(
-            None,
-            outcome.resolution,
-            envelope.message,
-            budget_tokens=boundary.budget_tokens,
-        )
         call = ProviderCallInput(
             correlation_id=intent.correlation_id,
-            provider=model.provider,
+            provider=model.provider or "",
             model=model.resolved_model_id or "",
             messages=[m.model_dump() for m in assembly.messages],
             max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
         )
         payload = await self._execute(call, model, outcome, boundary)
-        execution = await self._append(self._draft(intent, EventKind.EXECUTION, payload))
+        snapshots = _fault_snapshots(
+            call, payload, debug=envelope.payload.inputs.get("debug_snapshot") is True
+        )
+        execution, _ = await self._record(
+            self._draft(intent, EventKind.EXECUTION, payload),
+            manifest=build_manifest(
+                outcome, assembly, intent=intent, run_id=run_id, step_id="execution"
+            ).model_dump(mode="json"),
+            snapshots=snapshots,
+            on_system_error=_execution_system_error,
+        )
         self._recorded["EXECUTION"] = _recorded(execution)
-        error = payload.get("error")
+        error = execution.payload.get("error")
         return result.model_copy(
             update={
                 "execution": self._recorded["EXECUTION"],
@@ -206,10 +227,41 @@ class TurnWorkflow:
         payload["_obs"] = {"duration_ms": answer.duration_ms}
         return payload
 
-    async def _append(self, draft: EventDraft) -> Event:
+    async def _record(
+        self,
+        draft: EventDraft,
+        *,
+        manifest: dict[str, Any] | None = None,
+        snapshots: dict[str, str] | None = None,
+        on_system_error: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> tuple[Event, bool]:
+        """Append an event with its artifacts. If the artifacts cannot be stored, the event is
+        recorded without them, marked SYSTEM_ERROR with the missing pointers, and the turn
+        stops (returns True)."""
+        try:
+            return await self._append(
+                AppendInput(draft=draft, manifest=manifest, snapshots=snapshots or {})
+            ), False
+        except (ActivityError, ApplicationError) as exc:
+            # A failed local activity may surface bare or wrapped in ActivityError.
+            cause = exc.cause if isinstance(exc, ActivityError) else exc
+            if on_system_error is None or not (
+                isinstance(cause, ApplicationError) and cause.type == "artifact.unavailable"
+            ):
+                raise
+            details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+            error = {
+                "code": "SYSTEM_ERROR",
+                "detail": cause.message,
+                "missing_pointers": details.get("missing_pointers", []),
+            }
+            payload = on_system_error(dict(draft.payload), error)
+            return await self._append(AppendInput(draft=draft.model_copy(update={"payload": payload}))), True
+
+    async def _append(self, inp: AppendInput) -> Event:
         return await workflow.execute_local_activity(
             "turngate.append_event",
-            AppendInput(draft=draft),
+            inp,
             result_type=Event,
             start_to_close_timeout=LEDGER_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
@@ -229,6 +281,36 @@ class TurnWorkflow:
             intent_type=intent.intent_type,
             payload=payload,
         )
+
+
+def _deny_for_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
+    """A DECISION whose manifest could not be stored: the turn stops (seed 004)."""
+    return payload | {"decision": "DENY", "reason_codes": ["SYSTEM_ERROR"], "error": error}
+
+
+def _execution_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
+    """An EXECUTION whose manifest or fault snapshots could not be stored."""
+    if payload.get("error"):
+        error = error | {"cause": payload["error"]}
+    return payload | {"error": error}
+
+
+def _fault_snapshots(call: ProviderCallInput, payload: dict[str, Any], *, debug: bool) -> dict[str, str]:
+    """Seed 004: on a fault (or an explicit debug request) keep the exact prompt and the raw
+    provider outcome as snapshot artifacts."""
+    if not payload.get("error") and not debug:
+        return {}
+    prompt = {
+        "provider": call.provider,
+        "model": call.model,
+        "messages": call.messages,
+        "max_tokens": call.max_tokens,
+    }
+    outcome = {"error": payload.get("error"), "output_text": payload.get("output_text")}
+    return {
+        "prompt_snapshot": canonical_bytes(prompt).decode(),
+        "provider_output_snapshot": canonical_bytes(outcome).decode(),
+    }
 
 
 def _execution_error(exc: ActivityError, provider: str) -> dict[str, Any]:
