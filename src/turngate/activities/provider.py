@@ -1,47 +1,70 @@
 """The provider call: a regular activity on the `llm` task queue (its slots are the LLM
 concurrency limit), streaming, heartbeating, and classifying errors where they are raised.
 
-The activity returns the full text, so the EXECUTION record and replay never depend on the
-token stream that subscribers may watch.
+Deltas go to a token bus (``turngate.streaming``), a side channel for live subscribers: each
+attempt announces itself (``start`` with ``activity.info().attempt``; a retry voids the earlier
+attempt's tokens), publishes its deltas with a sequence number and ends with ``finish`` (with the
+error type when it failed). The activity returns the full text, so the EXECUTION record and
+replay never depend on the stream, and a failing bus never fails the call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from turngate.providers.base import ChatMessage, Provider, ProviderError, ProviderRequest
+from turngate.streaming.base import NullBus, TokenPublisher
 from turngate.workflows.shared import ProviderCallInput, ProviderCallResult
 
+log = logging.getLogger(__name__)
 HEARTBEAT_EVERY_S = 2.0
 
-
-class TokenSink(Protocol):
-    """Where streamed deltas go for live subscribers (a side channel, never history)."""
-
-    async def publish(self, correlation_id: str, seq: int, text: str) -> None: ...
-
-    async def finish(self, correlation_id: str, *, error: str | None = None) -> None: ...
+# Former names (the worker imported them before the token bus existed).
+TokenSink = TokenPublisher
+NullSink = NullBus
 
 
-class NullSink:
-    async def publish(self, correlation_id: str, seq: int, text: str) -> None:
-        return None
+class _Stream:
+    """One attempt's view of the bus. A bus failure is logged once and streaming stops for the
+    rest of the call; the provider call itself carries on."""
 
-    async def finish(self, correlation_id: str, *, error: str | None = None) -> None:
-        return None
+    def __init__(self, bus: TokenPublisher, correlation_id: str, attempt: int) -> None:
+        self._bus = bus
+        self._cid = correlation_id
+        self._attempt = attempt
+        self._ok = True
+
+    async def _guard(self, action: str, call: Callable[[], Awaitable[None]]) -> None:
+        if not self._ok:
+            return
+        try:
+            await call()
+        except Exception as exc:
+            self._ok = False
+            log.warning("token bus %s failed for %s; streaming stops: %s", action, self._cid, exc)
+
+    async def start(self) -> None:
+        await self._guard("start", lambda: self._bus.start(self._cid, self._attempt))
+
+    async def publish(self, seq: int, text: str) -> None:
+        await self._guard("publish", lambda: self._bus.publish(self._cid, self._attempt, seq, text))
+
+    async def finish(self, error: str | None = None) -> None:
+        await self._guard("finish", lambda: self._bus.finish(self._cid, self._attempt, error=error))
 
 
 class ProviderActivities:
-    def __init__(self, providers: dict[str, Provider], sink: TokenSink | None = None) -> None:
+    def __init__(self, providers: dict[str, Provider], bus: TokenPublisher | None = None) -> None:
         self._providers = providers
-        self._sink: TokenSink = sink or NullSink()
+        self._bus: TokenPublisher = bus or NullBus()
 
     @activity.defn(name="turngate.call_provider")
     async def call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
@@ -59,26 +82,37 @@ class ProviderActivities:
             max_tokens=inp.max_tokens,
         )
         started = time.monotonic()
+        stream = _Stream(self._bus, inp.correlation_id, activity.info().attempt)
         beat = asyncio.create_task(_heartbeat_forever())
         parts: list[str] = []
         usage: dict[str, int | None] = {}
         try:
+            await stream.start()
             seq = 0
             async for chunk in provider.stream(request):
                 if chunk.text:
                     parts.append(chunk.text)
-                    await self._sink.publish(inp.correlation_id, seq, chunk.text)
+                    await stream.publish(seq, chunk.text)
                     seq += 1
                 if chunk.usage is not None:
                     usage = chunk.usage.model_dump()
         except ProviderError as exc:
-            await self._sink.finish(inp.correlation_id, error=exc.type)
+            await stream.finish(error=exc.type)
             raise _application_error(exc) from exc
+        except asyncio.CancelledError:
+            # Cancelled (timeout, worker shutdown): tell subscribers, without delaying the cancel much.
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(stream.finish(error="activity.cancelled")), 1.0)
+            raise
+        except Exception as exc:
+            # Temporal reports an unexpected exception under its class name: so does the stream.
+            await stream.finish(error=type(exc).__name__)
+            raise
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
-        await self._sink.finish(inp.correlation_id)
+        await stream.finish()
         return ProviderCallResult(
             provider=inp.provider,
             model=inp.model,
