@@ -12,11 +12,12 @@ from fastapi.responses import JSONResponse
 from temporalio.client import Client
 
 from turngate import __version__
-from turngate.api import ingress, observe
+from turngate.api import ingress, observe, stream
 from turngate.api.state import ApiState
 from turngate.api.watcher import LedgerWatcher
 from turngate.ledger import LedgerStore
 from turngate.settings import Settings
+from turngate.streaming import open_token_bus
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary
 
@@ -32,6 +33,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         store = LedgerStore(settings.effective_ledger_url)
         watcher = LedgerWatcher(store)
         watcher.start()
+        app.state.token_bus = open_token_bus(settings.effective_token_bus_url)
         app.state.turngate = ApiState(settings, temporal, store, watcher, boundary)
         log.info(
             "api up: ledger=%s temporal=%s",
@@ -42,6 +44,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
             yield
         finally:
             await watcher.stop()
+            await app.state.token_bus.aclose()
             store.close()
 
     app = FastAPI(
@@ -52,6 +55,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     )
     app.include_router(ingress.router)
     app.include_router(observe.router)
+    app.include_router(stream.router)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_query(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -7,7 +7,8 @@ import logging
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from sse_starlette.sse import EventSourceResponse
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -19,6 +20,7 @@ from temporalio.service import RPCError
 
 from turngate.api.errors import admission_response, error_response
 from turngate.api.state import ApiState, api_state
+from turngate.api.stream import stream_turn_events
 from turngate.core.events import AdmissionError, Event, EventKind, IntentEnvelope, parse_intent
 from turngate.workflows.shared import SA_ACTOR, SA_THREAD_ID, SA_TURN_ID, TurnInput, turn_workflow_id
 from turngate.workflows.turn import TurnWorkflow
@@ -92,7 +94,8 @@ async def ingress_intent(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],
     wait: Annotated[Literal["decision", "execution"] | None, Query()] = None,
-) -> JSONResponse:
+    stream: Annotated[bool, Query(description="answer with the turn's SSE stream")] = False,
+) -> Response:
     """Declare an intent. 202 once its INTENT is durably recorded; `?wait=` blocks (bounded)."""
     settings = state.settings
     try:
@@ -119,6 +122,11 @@ async def ingress_intent(
             "use a new turn id (or a distinct TURNGATE_WORKFLOW_ID_PREFIX per deployment)",
         )
 
+    if stream:
+        # Seed 003's pipeline: token events while the provider streams, then redact or done.
+        return EventSourceResponse(
+            stream_turn_events(state, envelope.correlation_id, None, bus=request.app.state.token_bus)
+        )
     wanted = {None: "INTENT", "decision": "DECISION", "execution": "EXECUTION"}[wait]
     events, satisfied = await state.watcher.wait_turn(
         (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id),

@@ -115,7 +115,19 @@ def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
             "snapshot_max_limit": SNAPSHOT_MAX_LIMIT,
         },
         "config_digests": {"context_config_digest": boundary.context_config_digest},
-        "surfaces": ["/ingress/intent", "/snapshot", "/tail", "/status", "/capabilities", "/healthz"],
+        "surfaces": [
+            "/ingress/intent",
+            "/turns/{correlation_id}/stream",
+            "/snapshot",
+            "/tail",
+            "/status",
+            "/capabilities",
+            "/healthz",
+        ],
+        "streaming": {
+            "events": ["token", "reset", "redact", "done"],
+            "bus": state.settings.effective_token_bus_url.split(":", 1)[0],
+        },
     }
 
 

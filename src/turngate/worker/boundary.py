@@ -6,6 +6,7 @@ import os
 
 from turngate.core.context import context_config_digest, load_context_config
 from turngate.core.policy import load_policy
+from turngate.prompts.loader import load_prompt_config
 from turngate.providers.registry import provider_catalog
 from turngate.settings import Settings
 from turngate.workflows.shared import Boundary
@@ -15,6 +16,7 @@ def load_boundary(settings: Settings) -> Boundary:
     """Load and validate config, policy and provider catalog; fail loudly before serving."""
     config = load_context_config(settings.context_config_path, os.environ)
     load_policy(settings.policy_module, settings.policy_object)  # import errors surface now
+    prompts = load_prompt_config(settings.prompts_dir) if settings.prompts_dir else None
     return Boundary(
         policy_module=settings.policy_module,
         policy_object=settings.policy_object,
@@ -24,4 +26,5 @@ def load_boundary(settings: Settings) -> Boundary:
         llm_task_queue=settings.llm_task_queue,
         llm_wall_clock_s=settings.llm_wall_clock_s,
         budget_tokens=settings.token_budget,
+        prompt_config=prompts.model_dump(mode="json") if prompts else None,
     )

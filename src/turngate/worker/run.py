@@ -16,11 +16,14 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from turngate.activities.ledger import LedgerActivities
-from turngate.activities.provider import ProviderActivities, TokenSink
+from turngate.activities.provider import ProviderActivities
 from turngate.artifacts import open_artifact_store
+from turngate.core.prompts import parse_prompt_config
 from turngate.ledger import LedgerStore
+from turngate.prompts.pins import PromptPins
 from turngate.providers.registry import build_providers, close_providers
 from turngate.settings import Settings
+from turngate.streaming import open_token_bus
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary
 from turngate.workflows.turn import TurnWorkflow
@@ -33,7 +36,6 @@ async def running_worker(
     settings: Settings,
     *,
     client: Client | None = None,
-    sink: TokenSink | None = None,
 ) -> AsyncIterator[list[Worker]]:
     """Start the turn and llm workers; on exit, shut them down gracefully."""
     boundary = load_boundary(settings)
@@ -42,8 +44,12 @@ async def running_worker(
     store = LedgerStore(settings.effective_ledger_url)
     providers = build_providers(settings)
     artifacts = open_artifact_store(settings.effective_artifacts)
-    ledger = LedgerActivities(store, artifacts, boundary)
-    calls = ProviderActivities(providers, sink)
+    pins = None
+    if settings.prompts_dir and boundary.prompt_config:
+        pins = PromptPins(settings.prompts_dir, parse_prompt_config(boundary.prompt_config), store, artifacts)
+    ledger = LedgerActivities(store, artifacts, boundary, pins)
+    bus = open_token_bus(settings.effective_token_bus_url)
+    calls = ProviderActivities(providers, bus)
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [
         Worker(
@@ -76,6 +82,7 @@ async def running_worker(
         await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
         await asyncio.gather(*tasks, return_exceptions=True)
         await close_providers(providers)
+        await bus.aclose()  # after the workers: pending deltas are flushed
         executor.shutdown(wait=True)
         store.close()
         log.info("worker stopped")
