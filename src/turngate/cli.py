@@ -155,18 +155,36 @@ def _parse_ref(text: str) -> dict[str, str]:
     return {"ref_type": "event", "ref_id": text}
 
 
+def _chat_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """`inputs` of the intent: a JSON file, then --inputs JSON merged over it."""
+    inputs: dict[str, Any] = {}
+    if args.input_file:
+        inputs.update(json.loads(Path(args.input_file).read_text()))
+    if args.inputs:
+        inputs.update(json.loads(args.inputs))
+    if not all(isinstance(k, str) for k in inputs):
+        raise ValueError("inputs must be a JSON object")
+    return inputs
+
+
 async def cmd_chat(args: argparse.Namespace) -> int:
     import uuid
 
     import httpx
 
     correlation_id = args.correlation_id or f"c-{uuid.uuid4().hex[:16]}"
+    try:
+        inputs = _chat_inputs(args)
+    except (OSError, ValueError) as exc:
+        print(f"error: bad --inputs/--input-file: {exc}", file=sys.stderr)
+        return 2
     payload: dict[str, Any] = {
         "intent_type": "chat.message",
         "actor": args.actor,
         "thread_id": args.thread or correlation_id,
         "turn_id": args.turn or correlation_id,
         "declared_refs": [_parse_ref(r) for r in args.ref],
+        "inputs": inputs,
         "payload": {"message": args.message},
     }
     if args.parent:
@@ -190,7 +208,10 @@ async def cmd_chat(args: argparse.Namespace) -> int:
         return 1
     decision = (body.get("decision") or {}).get("payload", {})
     execution = (body.get("execution") or {}).get("payload", {})
-    if execution.get("error"):
+    if execution.get("redacted"):
+        redaction = execution.get("redaction") or {}
+        print(f"[redacted by {redaction.get('rule_id')}: {redaction.get('reason_code')}]")
+    elif execution.get("error"):
         err = execution["error"]
         print(f"[execution error] {err.get('code')}: {err.get('message')}")
     elif execution:
@@ -274,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="declared ref: a correlation/turn id or event digest; execution:ID for an answer",
     )
     chat.add_argument("--model", help="requested model id")
+    chat.add_argument("--inputs", help='intent inputs as JSON, e.g. \'{"task_id": "phishing-01"}\'')
+    chat.add_argument("--input-file", help="intent inputs from a JSON file (--inputs is merged over it)")
     chat.add_argument("--actor", default="user")
     chat.add_argument("--correlation-id", help="default: a fresh random id")
     chat.add_argument("--url", default=os.environ.get("TURNGATE_URL", "http://127.0.0.1:8010"))

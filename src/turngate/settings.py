@@ -53,6 +53,9 @@ class Settings(BaseSettings):
         None, validation_alias=_alias("TURNGATE_CONTEXT_CONFIG", "DBL_GATEWAY_CONTEXT_CONFIG")
     )
 
+    # Prompt packs (seed 003): a directory with default/, tasks/ and profiles.json; none -> no system prompt
+    prompts_dir: Path | None = Field(None, validation_alias=_alias("TURNGATE_PROMPTS_DIR"))
+
     # Execution limits
     llm_wall_clock_s: int = Field(
         60, ge=1, validation_alias=_alias("TURNGATE_LLM_WALL_CLOCK_S", "DBL_LLM_WALL_CLOCK_S")

@@ -15,22 +15,54 @@ from temporalio.exceptions import ApplicationError
 from turngate.artifacts import ArtifactError, ArtifactStore
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft
+from turngate.core.models import ProviderCatalog, resolve_model
+from turngate.core.prompts import PromptError
 from turngate.ledger import LedgerConflictError, LedgerStore
+from turngate.prompts.pins import PromptPins
 from turngate.workflows.shared import AppendInput, BeginTurnInput, BeginTurnResult, Boundary
 
 
 class LedgerActivities:
-    def __init__(self, store: LedgerStore, artifacts: ArtifactStore, boundary: Boundary) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        artifacts: ArtifactStore,
+        boundary: Boundary,
+        pins: PromptPins | None = None,
+    ) -> None:
         self._store = store
         self._artifacts = artifacts
         self._boundary = boundary
+        self._pins = pins
+        self._catalog = ProviderCatalog.model_validate(boundary.provider_catalog)
 
     @activity.defn(name="turngate.begin_turn")
     def begin_turn(self, inp: BeginTurnInput) -> BeginTurnResult:
-        """Record the INTENT and fetch the candidate events for its declared refs (O(refs))."""
+        """Record the INTENT, fetch the candidate events for its declared refs (O(refs)) and,
+        with prompt packs, the thread's pinned prompt snapshot."""
         intent = self._append(inp.intent)
         candidates = self._store.fetch_ref_candidates(intent.thread_id, inp.ref_ids) if inp.ref_ids else []
-        return BeginTurnResult(intent=intent, candidates=candidates, boundary=self._boundary)
+        prompt, prompt_error = None, None
+        model = resolve_model(intent.payload.get("requested_model_id"), self._catalog)
+        if self._pins is not None and model.ok and model.provider:
+            # The INTENT is recorded: a failure here must end in a recorded DENY, not an orphan.
+            try:
+                prompt = self._pins.resolve(intent, model.provider)
+            except ArtifactError as exc:
+                prompt_error = {
+                    "code": "SYSTEM_ERROR",
+                    "detail": f"the prompt snapshot could not be stored or read: {exc}",
+                    "missing_pointers": ["prompt_snapshot"],
+                }
+            except PromptError as exc:
+                prompt_error = {"code": exc.reason_code, "detail": exc.detail}
+        return BeginTurnResult(
+            intent=intent,
+            candidates=candidates,
+            boundary=self._boundary,
+            prompt=prompt,
+            prompt_error=prompt_error,
+        )
 
     @activity.defn(name="turngate.append_event")
     def append_event(self, inp: AppendInput) -> Event:

@@ -719,3 +719,12 @@ def build_system_prompt(
         text_sha256=digest_bytes(text.encode("utf-8")),
         trim_history=profile.trim_history,
     )
+
+
+class PromptContext(_Frozen):
+    """What the workflow needs to build the system prompt, decided outside it (I/O)."""
+
+    snapshot: PromptSnapshot
+    snapshot_artifact: dict[str, Any]
+    pinned_by_index: int | None  # the DECISION that pinned it; None: this turn pins it
+    redaction_reason: str | None = None

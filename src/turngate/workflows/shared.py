@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import SearchAttributeKey
 
 from turngate.core.events import Event, EventDraft, IntentEnvelope
+from turngate.core.prompts import PromptContext
 
 # Search attributes that make turns findable in the Temporal UI (registered by the worker).
 SA_THREAD_ID = SearchAttributeKey.for_keyword("TurngateThreadId")
@@ -51,6 +52,7 @@ class Boundary(_Model):
     llm_task_queue: str
     llm_wall_clock_s: int
     budget_tokens: int = 100_000
+    prompt_config: dict[str, Any] | None = None
 
 
 class BeginTurnInput(_Model):
@@ -62,6 +64,8 @@ class BeginTurnResult(_Model):
     intent: Event
     candidates: list[Event]
     boundary: Boundary
+    prompt: PromptContext | None = None
+    prompt_error: dict[str, Any] | None = None  # the prompt snapshot could not be had: DENY
 
 
 class AppendInput(_Model):
@@ -79,6 +83,7 @@ class ProviderCallInput(_Model):
     model: str
     messages: list[dict[str, str]]
     max_tokens: int | None = None
+    tools: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class ProviderCallResult(_Model):

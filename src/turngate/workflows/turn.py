@@ -26,7 +26,10 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.manifest import build_denied_manifest, build_manifest
     from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
     from turngate.core.policy import load_policy
+    from turngate.core.prompts import PromptConfig, SystemPrompt, build_system_prompt, parse_prompt_config
     from turngate.core.refs import ref_lookup_ids
+    from turngate.core.safety import check_output
+    from turngate.core.tools import exchange_count, offered_tools
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -93,12 +96,22 @@ class TurnWorkflow:
             envelope.payload.requested_model_id,
             ProviderCatalog.model_validate(boundary.provider_catalog),
         )
-        outcome = self._decide(intent, begin.candidates, boundary, model)
+        prompts = parse_prompt_config(boundary.prompt_config) if boundary.prompt_config else None
+        system = self._system_prompt(prompts, begin, intent)
+        outcome = self._decide(intent, begin.candidates, boundary, model, system, begin)
         assembly = None
+        tools: list[dict[str, Any]] = []
         if outcome.allowed and outcome.resolution is not None:
+            budget = boundary.budget_tokens if system is None or system.trim_history else 10**12
             assembly = assemble(
-                None, outcome.resolution, envelope.message, budget_tokens=boundary.budget_tokens
+                system.text if system else None, outcome.resolution, envelope.message, budget_tokens=budget
             )
+            if prompts is not None and system is not None:
+                offered = offered_tools(
+                    prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
+                )
+                tools = [spec.definition() for spec in offered]
+                outcome.payload["prompt"]["tools_offered"] = [spec.name for spec in offered]
         run_id = workflow.info().run_id
         if assembly is not None:
             manifest = build_manifest(outcome, assembly, intent=intent, run_id=run_id, step_id="decision")
@@ -133,11 +146,16 @@ class TurnWorkflow:
             model=model.resolved_model_id or "",
             messages=[m.model_dump() for m in assembly.messages],
             max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
+            tools=tools,
         )
         payload = await self._execute(call, model, outcome, boundary)
+        if prompts is not None and system is not None:
+            payload["exchanges_count"] = exchange_count(outcome.resolution) + 1
         snapshots = _fault_snapshots(
             call, payload, debug=envelope.payload.inputs.get("debug_snapshot") is True
         )
+        if prompts is not None and system is not None:
+            snapshots |= _apply_output_safety(payload, prompts)
         execution, _ = await self._record(
             self._draft(intent, EventKind.EXECUTION, payload),
             manifest=build_manifest(
@@ -155,26 +173,74 @@ class TurnWorkflow:
             }
         )
 
+    @staticmethod
+    def _system_prompt(
+        prompts: PromptConfig | None, begin: BeginTurnResult, intent: Event
+    ) -> SystemPrompt | None:
+        if prompts is None or begin.prompt is None:
+            return None
+        inputs = intent.payload.get("inputs") or {}
+        return build_system_prompt(
+            begin.prompt.snapshot,
+            prompts.profile_for(intent.intent_type, inputs),
+            inputs,
+            redaction_reason=begin.prompt.redaction_reason,
+        )
+
     def _decide(
         self,
         intent: Event,
         candidates: list[Event],
         boundary: Boundary,
         model: ModelResolution,
+        system: SystemPrompt | None,
+        begin: BeginTurnResult,
     ) -> DecisionOutcome:
         with workflow.unsafe.imports_passed_through():
             policy = load_policy(boundary.policy_module, boundary.policy_object)
+        extra: dict[str, Any] = {
+            "provider": model.provider,
+            "requested_model_id": model.requested_model_id,
+            "resolved_model_id": model.resolved_model_id,
+        }
+        pinned = None
+        if system is not None and begin.prompt is not None:
+            snapshot = begin.prompt.snapshot
+            pinned = {
+                "snapshot_digest": snapshot.snapshot_digest,
+                "profile_digest": system.profile_digest,
+                "system_prompt_sha256": system.text_sha256,
+            }
+            extra["prompt"] = pinned | {
+                "task_id": snapshot.task_id,
+                "provider": snapshot.provider,
+                "profile": system.profile,
+                "snapshot_artifact": begin.prompt.snapshot_artifact,
+                "pinned_by_index": begin.prompt.pinned_by_index,
+                "redaction_context": begin.prompt.redaction_reason,
+                "layers": [layer.model_dump(mode="json") for layer in system.layers],
+                "skipped_layers": [layer.model_dump(mode="json") for layer in system.skipped],
+                "tools_offered": [],
+            }
         outcome = decide(
             intent,
             candidates,
             ContextConfig.model_validate(boundary.context_config),
             policy,
-            execution={
-                "provider": model.provider,
-                "requested_model_id": model.requested_model_id,
-                "resolved_model_id": model.resolved_model_id,
-            },
+            execution=extra,
+            prompt=pinned,
         )
+        if begin.prompt_error is not None:
+            payload = dict(outcome.payload)
+            payload.update(
+                decision="DENY", reason_codes=[begin.prompt_error["code"]], error=begin.prompt_error
+            )
+            return DecisionOutcome(
+                allowed=False,
+                payload=payload,
+                resolution=outcome.resolution,
+                context_spec=outcome.context_spec,
+            )
         if outcome.allowed and not model.ok:
             # An unusable model is decided here, not discovered at execution time.
             payload = dict(outcome.payload)
@@ -293,6 +359,25 @@ def _execution_system_error(payload: dict[str, Any], error: dict[str, Any]) -> d
     if payload.get("error"):
         error = error | {"cause": payload["error"]}
     return payload | {"error": error}
+
+
+def _apply_output_safety(payload: dict[str, Any], prompts: PromptConfig) -> dict[str, str]:
+    """Deterministic output rules: a violation keeps the raw answer out of the event (it goes to a
+    snapshot artifact) and marks the EXECUTION redacted; the thread's next turn is told why."""
+    text = payload.get("output_text") or ""
+    if payload.get("error") or not text:
+        return {}
+    verdict = check_output(text, prompts.output_safety)
+    if verdict.ok:
+        return {}
+    payload["output_text"] = ""
+    payload["redacted"] = True
+    payload["redaction"] = {
+        "rule_id": verdict.rule_id,
+        "reason_code": verdict.reason_code,
+        "detail": verdict.detail,
+    }
+    return {"redacted_output": text}
 
 
 def _fault_snapshots(call: ProviderCallInput, payload: dict[str, Any], *, debug: bool) -> dict[str, str]:

@@ -1,0 +1,70 @@
+"""Prompt snapshots pinned per thread (seed 003 P21, live session integrity).
+
+A thread's first turn loads the pack's layers from disk, stores the snapshot content-addressed
+in the artifact store and records it in its DECISION; every later turn of the thread uses that
+snapshot, even if the files changed on disk since. A new thread picks up edited files. Finding
+the pin costs one indexed lookup (the thread's first DECISION), never a scan of the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from turngate.artifacts import ArtifactStore
+from turngate.core.events import Event, EventKind
+from turngate.core.prompts import (
+    PromptConfig,
+    PromptContext,
+    snapshot_bytes,
+    snapshot_from_bytes,
+    task_id_from_inputs,
+)
+from turngate.ledger import LedgerStore
+from turngate.prompts.loader import load_snapshot
+
+log = logging.getLogger(__name__)
+
+
+class PromptPins:
+    def __init__(
+        self, pack_dir: Path, config: PromptConfig, store: LedgerStore, artifacts: ArtifactStore
+    ) -> None:
+        self._pack_dir = pack_dir
+        self._config = config
+        self._store = store
+        self._artifacts = artifacts
+
+    def resolve(self, intent: Event, provider: str) -> PromptContext:
+        inputs = intent.payload.get("inputs") or {}
+        task_id = task_id_from_inputs(inputs)
+        pinned = self._pinned(intent.thread_id, task_id, provider)
+        if pinned is None:
+            snapshot = load_snapshot(self._pack_dir, task_id=task_id, provider=provider, config=self._config)
+            pointer = self._artifacts.put(snapshot_bytes(snapshot), kind="prompt_snapshot")
+            context = PromptContext(
+                snapshot=snapshot, snapshot_artifact=pointer.model_dump(mode="json"), pinned_by_index=None
+            )
+        else:
+            context = pinned
+        return context.model_copy(update={"redaction_reason": self._redaction_reason(intent)})
+
+    def _pinned(self, thread_id: str, task_id: str | None, provider: str) -> PromptContext | None:
+        first = self._store.first_in_thread(thread_id, EventKind.DECISION)
+        prompt = (first.payload.get("prompt") if first else None) or {}
+        if not prompt or prompt.get("task_id") != task_id or prompt.get("provider") != provider:
+            return None  # no pin yet, or this turn uses another task/provider: a fresh snapshot
+        pointer = prompt["snapshot_artifact"]
+        data = self._artifacts.get(pointer["artifact_id"])
+        snapshot = snapshot_from_bytes(data, expected_digest=prompt["snapshot_digest"])
+        return PromptContext(snapshot=snapshot, snapshot_artifact=pointer, pinned_by_index=first.index)
+
+    def _redaction_reason(self, intent: Event) -> str | None:
+        """One-shot: the turn right after a redacted answer learns why (seed 003)."""
+        if not intent.parent_turn_id:
+            return None
+        for event in self._store.turn_events(intent.thread_id, intent.parent_turn_id):
+            if event.kind == EventKind.EXECUTION and event.payload.get("redacted"):
+                redaction = event.payload.get("redaction") or {}
+                return str(redaction.get("reason_code") or "safety.redacted")
+        return None

@@ -1,0 +1,166 @@
+"""Seed 003 in real turns with the Trickster example pack: layers, pinning, tools, redaction."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.stack import make_settings, running_stack
+from turngate.artifacts import open_artifact_store
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trickster"
+INPUTS = json.loads((EXAMPLE / "intent-inputs.json").read_text())
+
+
+@pytest.fixture
+def pack(tmp_path: Path) -> Path:
+    target = tmp_path / "prompts"
+    shutil.copytree(EXAMPLE / "prompts", target)
+    return target
+
+
+def system_prompt_sent(settings, execution: dict) -> str:
+    store = open_artifact_store(settings.effective_artifacts)
+    prompt = json.loads(store.get(execution["fault_snapshots"]["prompt_snapshot"]["artifact_id"]))
+    return next(m["content"] for m in prompt["messages"] if m["role"] == "system")
+
+
+def refs_to(*turns: str) -> list[dict]:
+    out = []
+    for turn in turns:
+        out += [{"ref_id": turn}, {"ref_type": "execution", "ref_id": turn}]
+    return out
+
+
+async def test_prompt_layers_pinning_tools_and_redaction(tmp_path, temporal_server, pack):
+    settings = make_settings(tmp_path / "data", temporal_server.address, prompts_dir=pack)
+    inputs = INPUTS | {"debug_snapshot": True}
+    async with running_stack(settings) as stack:
+        first = (await stack.chat("Labas", correlation_id="c-1", thread_id="t", inputs=inputs)).json()
+        prompt = first["decision"]["payload"]["prompt"]
+        assert prompt["task_id"] == "phishing-01" and prompt["pinned_by_index"] is None
+        assert [layer["name"] for layer in prompt["layers"]][:3] == ["persona", "behaviour", "safety"]
+        assert prompt["tools_offered"] == []  # min_exchanges is 2
+        sent = system_prompt_sent(settings, first["execution"]["payload"])
+        assert "Lithuanian" in sent
+
+        # A teacher edits the persona mid-session: this thread keeps its snapshot.
+        persona = next(pack.rglob("persona.md"))
+        persona.write_text("EDITED PERSONA\n")
+        second = (
+            await stack.chat(
+                "Kas čia?",
+                correlation_id="c-2",
+                thread_id="t",
+                parent_turn_id="c-1",
+                inputs=inputs,
+                declared_refs=refs_to("c-1"),
+            )
+        ).json()
+        pinned = second["decision"]["payload"]["prompt"]
+        assert pinned["snapshot_digest"] == prompt["snapshot_digest"]
+        assert pinned["pinned_by_index"] == first["decision"]["index"]
+        assert "EDITED PERSONA" not in system_prompt_sent(settings, second["execution"]["payload"])
+        assert (
+            second["decision"]["payload"]["context_spec"]["prompt"]["snapshot_digest"]
+            == prompt["snapshot_digest"]
+        )
+
+        # Two completed exchanges in the declared context: the transition tool is offered.
+        third = (
+            await stack.chat(
+                "Gerai",
+                correlation_id="c-3",
+                thread_id="t",
+                parent_turn_id="c-2",
+                inputs=inputs,
+                declared_refs=refs_to("c-1", "c-2"),
+            )
+        ).json()
+        assert third["decision"]["payload"]["prompt"]["tools_offered"] == ["transition_phase"]
+        assert third["execution"]["payload"]["exchanges_count"] == 3
+
+        # Output safety: the echo repeats a blocked phrase, so the answer is redacted...
+        bad = (
+            await stack.chat(
+                "Tell me your CVV",
+                correlation_id="c-4",
+                thread_id="t",
+                parent_turn_id="c-3",
+                inputs=inputs,
+                declared_refs=refs_to("c-3"),
+            )
+        ).json()
+        execution = bad["execution"]["payload"]
+        assert execution["redacted"] is True and execution["output_text"] == ""
+        assert execution["redaction"]["reason_code"] == "safety.blocklist"
+        raw = open_artifact_store(settings.effective_artifacts).get(
+            execution["fault_snapshots"]["redacted_output"]["artifact_id"]
+        )
+        assert b"CVV" in raw
+        # ...and only the next turn is told why (one-shot).
+        after = (
+            await stack.chat(
+                "Atsiprašau",
+                correlation_id="c-5",
+                thread_id="t",
+                parent_turn_id="c-4",
+                inputs=inputs,
+                declared_refs=refs_to("c-4"),
+            )
+        ).json()
+        told = after["decision"]["payload"]["prompt"]
+        assert told["redaction_context"] == "safety.blocklist"
+        assert "redaction_context" in [layer["name"] for layer in told["layers"]]
+        later = (
+            await stack.chat(
+                "Toliau",
+                correlation_id="c-6",
+                thread_id="t",
+                parent_turn_id="c-5",
+                inputs=inputs,
+                declared_refs=refs_to("c-5"),
+            )
+        ).json()
+        assert later["decision"]["payload"]["prompt"]["redaction_context"] is None
+
+        # A new thread picks up the edited file.
+        fresh = (await stack.chat("Labas", correlation_id="c-7", thread_id="t2", inputs=inputs)).json()
+        assert fresh["decision"]["payload"]["prompt"]["snapshot_digest"] != prompt["snapshot_digest"]
+        assert "EDITED PERSONA" in system_prompt_sent(settings, fresh["execution"]["payload"])
+
+
+async def test_debrief_profile_is_configuration(tmp_path, temporal_server, pack):
+    settings = make_settings(tmp_path / "data", temporal_server.address, prompts_dir=pack, token_budget=10)
+    debrief = json.loads((EXAMPLE / "intent-inputs-debrief.json").read_text())
+    async with running_stack(settings) as stack:
+        await stack.chat("Labas " * 20, correlation_id="c-1", thread_id="t", inputs=INPUTS)
+        body = (
+            await stack.chat(
+                "Kas buvo?",
+                correlation_id="c-2",
+                thread_id="t",
+                parent_turn_id="c-1",
+                inputs=debrief,
+                declared_refs=refs_to("c-1"),
+            )
+        ).json()
+    prompt = body["decision"]["payload"]["prompt"]
+    assert prompt["profile"] == "debrief" and prompt["tools_offered"] == []
+    # Full history: no budget trimming even with a tiny budget.
+    store = open_artifact_store(settings.effective_artifacts)
+    manifest = json.loads(store.get(body["decision"]["payload"]["manifest"]["artifact_id"]))
+    assert not [e for e in manifest["exclusion_log"] if e["excluded_reason"] == "budget_limit"]
+
+
+async def test_bad_task_id_is_a_recorded_deny(tmp_path, temporal_server, pack):
+    settings = make_settings(tmp_path / "data", temporal_server.address, prompts_dir=pack)
+    async with running_stack(settings) as stack:
+        body = (await stack.chat("hi", correlation_id="c-1", inputs={"task_id": "../../etc"})).json()
+    decision = body["decision"]["payload"]
+    assert decision["decision"] == "DENY"
+    assert decision["reason_codes"][0].startswith("prompts.")
+    assert "execution" not in body
