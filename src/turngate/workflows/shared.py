@@ -87,11 +87,17 @@ class ProviderCallInput(_Model):
 
 
 class ProviderCallResult(_Model):
+    """The provider's answer. An answer over the inline limit (64 KB) never travels through
+    Temporal: the activity stores it as an artifact and returns a preview plus the pointer."""
+
     provider: str
     model: str
     output_text: str
     usage: dict[str, int | None] = Field(default_factory=dict)
     duration_ms: int = 0
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)  # [{id, name, arguments}]
+    output_artifact: dict[str, Any] | None = None  # ArtifactPointer of the full text when offloaded
+    output_truncated: bool = False
 
 
 class RecordedEvent(_Model):
