@@ -29,7 +29,14 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.prompts import PromptConfig, SystemPrompt, build_system_prompt, parse_prompt_config
     from turngate.core.refs import ref_lookup_ids
     from turngate.core.safety import check_output
-    from turngate.core.tools import exchange_count, offered_tools
+    from turngate.core.tools import (
+        ToolSpec,
+        admit_tool_calls,
+        exchange_count,
+        first_transition,
+        next_phase,
+        offered_tools,
+    )
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -100,7 +107,7 @@ class TurnWorkflow:
         system = self._system_prompt(prompts, begin, intent)
         outcome = self._decide(intent, begin.candidates, boundary, model, system, begin)
         assembly = None
-        tools: list[dict[str, Any]] = []
+        offered: list[ToolSpec] = []
         if outcome.allowed and outcome.resolution is not None:
             budget = boundary.budget_tokens if system is None or system.trim_history else 10**12
             assembly = assemble(
@@ -110,7 +117,6 @@ class TurnWorkflow:
                 offered = offered_tools(
                     prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
                 )
-                tools = [spec.definition() for spec in offered]
                 outcome.payload["prompt"]["tools_offered"] = [spec.name for spec in offered]
         run_id = workflow.info().run_id
         if assembly is not None:
@@ -146,9 +152,10 @@ class TurnWorkflow:
             model=model.resolved_model_id or "",
             messages=[m.model_dump() for m in assembly.messages],
             max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
-            tools=tools,
+            tools=[spec.definition() for spec in offered],
         )
         payload = await self._execute(call, model, outcome, boundary)
+        _admit_tool_calls(payload, offered, envelope.payload.inputs)
         if prompts is not None and system is not None:
             payload["exchanges_count"] = exchange_count(outcome.resolution) + 1
         snapshots = _fault_snapshots(
@@ -290,6 +297,12 @@ class TurnWorkflow:
             return payload
         payload["output_text"] = answer.output_text
         payload["usage"] = answer.usage
+        if answer.output_artifact is not None:
+            # The full answer is over the inline limit: it lives in the artifact store.
+            payload["output_artifact"] = answer.output_artifact
+            payload["output_truncated"] = answer.output_truncated
+        if answer.tool_calls:
+            payload["tool_calls"] = answer.tool_calls
         payload["_obs"] = {"duration_ms": answer.duration_ms}
         return payload
 
@@ -359,6 +372,24 @@ def _execution_system_error(payload: dict[str, Any], error: dict[str, Any]) -> d
     if payload.get("error"):
         error = error | {"cause": payload["error"]}
     return payload | {"error": error}
+
+
+def _admit_tool_calls(payload: dict[str, Any], offered: list[ToolSpec], inputs: dict[str, Any]) -> None:
+    """Only calls to tools offered this turn, with valid arguments, are recorded as admitted (and
+    so forwarded); a transition signal maps to the application's configured next phase."""
+    calls = payload.pop("tool_calls", None)
+    if not calls:
+        return
+    admission = admit_tool_calls(calls, offered)
+    payload["tool_calls"] = [call.model_dump(mode="json") for call in admission.admitted]
+    if admission.rejected:
+        payload["tool_calls_rejected"] = [call.model_dump(mode="json") for call in admission.rejected]
+    hit = first_transition(admission, offered)
+    if hit is not None:
+        _, transition = hit
+        task = inputs.get("task") if isinstance(inputs.get("task"), dict) else {}
+        payload["phase_transition"] = transition
+        payload["next_phase"] = next_phase(transition, task.get("ai_transitions"))
 
 
 def _apply_output_safety(payload: dict[str, Any], prompts: PromptConfig) -> dict[str, str]:
