@@ -1,3 +1,12 @@
+"""The ledger suite runs on both backends.
+
+Every test that uses the ``backend`` fixture (directly, or through ``ledger_url`` / ``store`` /
+``db``) runs twice: ``[sqlite]`` on a fresh file, ``[postgresql]`` on a fresh schema (or, with
+``@pytest.mark.own_database``, a fresh database) of the server that :mod:`tests.ledger.postgres`
+finds or starts. ``@pytest.mark.backends("sqlite")`` limits a test to the backends named (the
+marker's ``reason=`` says why).
+"""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -5,18 +14,74 @@ from pathlib import Path
 
 import pytest
 
-from tests.ledger.helpers import sqlite_url
+from tests.ledger import postgres
+from tests.ledger.helpers import RawDb, sqlite_url
 from turngate.ledger import LedgerStore
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "backends(*names, reason): run a ledger test only on these backends (default: sqlite and postgresql)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "own_database: on PostgreSQL, give the test a database of its own instead of a schema "
+        "(for what is per database: NOTIFY channels, advisory locks)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("backends")
+    names = marker.args if marker is not None else BACKENDS
+    unknown = set(names) - set(BACKENDS)
+    if unknown:
+        raise pytest.UsageError(f"unknown ledger backends {sorted(unknown)} in {metafunc.definition.nodeid}")
+    # Module scope: module-scoped fixtures (a big ledger) can depend on the backend, and pytest
+    # groups each module's tests by backend.
+    metafunc.parametrize("backend", names, scope="module")
+
+
+_server: postgres.PostgresServer | str | None = None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[postgres.PostgresServer]:
+    """The PostgreSQL server for this session (found once; skips loudly if there is none)."""
+    global _server
+    if _server is None:
+        _server = postgres.acquire()
+    if isinstance(_server, str):
+        pytest.skip(_server)
+    try:
+        yield _server
+    finally:
+        _server.close()
 
 
 @pytest.fixture
 def ledger_path(tmp_path: Path) -> Path:
+    """Where a SQLite ledger goes (the ``sqlite`` backend's ``ledger_url`` points here)."""
     return tmp_path / "data" / "ledger.sqlite3"
 
 
 @pytest.fixture
-def ledger_url(ledger_path: Path) -> str:
-    return sqlite_url(ledger_path)
+def ledger_url(backend: str, ledger_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A URL to a fresh, empty (not yet migrated) ledger on ``backend``."""
+    if backend == "sqlite":
+        yield sqlite_url(ledger_path)
+        return
+    server: postgres.PostgresServer = request.getfixturevalue("postgres_server")
+    if request.node.get_closest_marker("own_database") is not None:
+        with server.fresh_database() as url:
+            yield url
+    else:
+        with server.fresh_schema() as url:
+            yield url
 
 
 @pytest.fixture
@@ -26,3 +91,27 @@ def store(ledger_url: str) -> Iterator[LedgerStore]:
         yield ledger
     finally:
         ledger.close()
+
+
+@pytest.fixture
+def db(ledger_url: str) -> Iterator[RawDb]:
+    """The database behind ``ledger_url``, reached without the store."""
+    raw_db = RawDb(ledger_url)
+    try:
+        yield raw_db
+    finally:
+        raw_db.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    status = postgres.STATUS
+    if status.skip_reason:
+        terminalreporter.write_sep("!", "ledger: PostgreSQL backend NOT TESTED", red=True, bold=True)
+        terminalreporter.write_line(status.skip_reason, red=True, bold=True)
+        terminalreporter.write_line(
+            f"point the tests at a server with {postgres.ENV_URL}=postgresql+psycopg://user:pw@host:5432/db "
+            "(the user needs CREATEDB), or install PostgreSQL (initdb, pg_ctl) for a throwaway cluster",
+            red=True,
+        )
+    elif status.description:
+        terminalreporter.write_line(f"ledger: PostgreSQL tests ran against {status.description}")

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
+from collections.abc import Mapping, Sequence
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
 from turngate.core.events import EventDraft, EventKind
 from turngate.ledger import LedgerStore
+from turngate.ledger.store import normalize_url
 
 
 def draft(
@@ -42,13 +50,68 @@ def raw(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def drop_append_only_triggers(path: Path) -> None:
-    with raw(path) as conn:
-        conn.execute("DROP TRIGGER events_append_only_update")
-        conn.execute("DROP TRIGGER events_append_only_delete")
+class RawDb:
+    """The database behind a store, reached without the store: to inspect it and to tamper with it.
+
+    Statements are SQLAlchemy ``text()`` with ``:name`` parameters, the same on both backends;
+    each call to :meth:`execute` is one transaction.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.backend = make_url(url).get_backend_name()
+        self.engine = create_engine(normalize_url(url), poolclass=NullPool)
+
+    def execute(self, statement: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.engine.begin() as conn:
+            result = conn.execute(text(statement), dict(params or {}))
+            return [tuple(row) for row in result] if result.returns_rows else []
+
+    def execute_all(self, statements: Sequence[str]) -> None:
+        """Several statements in one transaction."""
+        with self.engine.begin() as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+
+    def scalar(self, statement: str, params: Mapping[str, Any] | None = None) -> Any:
+        rows = self.execute(statement, params)
+        return rows[0][0] if rows else None
+
+    def dump(self) -> list[tuple[Any, ...]]:
+        return self.execute('SELECT * FROM events ORDER BY "index"')
+
+    def drop_append_only_triggers(self) -> None:
+        if self.backend == "sqlite":
+            self.execute_all(
+                ["DROP TRIGGER events_append_only_update", "DROP TRIGGER events_append_only_delete"]
+            )
+        else:
+            self.execute_all(
+                [
+                    "DROP TRIGGER events_append_only_update_delete ON events",
+                    "DROP TRIGGER events_append_only_truncate ON events",
+                ]
+            )
+
+    def close(self) -> None:
+        self.engine.dispose()
 
 
-# ------------------------------------------------------------------ process workers (spawn)
+# ------------------------------------------------------------------ process workers
+
+
+def process_context() -> BaseContext:
+    """Where the multi-process tests start their processes: fresh interpreters, started fast.
+
+    forkserver (Linux): one clean server process imports this module once, then forks a child per
+    worker, so no child inherits the test process's threads or database connections, and none
+    pays the import time again. Elsewhere: spawn.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tests.ledger.helpers"])
+    return context
 
 
 def append_worker(url: str, worker: int, count: int, shared: int) -> list[tuple[str, int]]:

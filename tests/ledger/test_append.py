@@ -3,11 +3,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import socket
 from pathlib import Path
 
 import pytest
 
-from tests.ledger.helpers import draft, raw
+from tests.ledger.helpers import RawDb, draft, raw
+from tests.ledger.postgres import PostgresServer, admin_connection
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import EventKind, event_digest
 from turngate.ledger import (
@@ -17,6 +19,7 @@ from turngate.ledger import (
     LedgerUnavailableError,
     verify_ledger,
 )
+from turngate.ledger.store import PG_WRITE_LOCK_KEY, normalize_url
 
 
 def test_first_event_has_index_zero_and_no_prev(store: LedgerStore) -> None:
@@ -52,13 +55,10 @@ def test_get_returns_what_append_returned(store: LedgerStore) -> None:
     assert store.get(-1) is None
 
 
-def test_payload_is_stored_as_canonical_json_and_created_at_is_utc(
-    store: LedgerStore, ledger_path: Path
-) -> None:
+def test_payload_is_stored_as_canonical_json_and_created_at_is_utc(store: LedgerStore, db: RawDb) -> None:
     payload = {"z": 1, "a": {"y": [3, 2], "b": "é"}, "_obs": {"latency_ms": 12}}
     store.append(draft("c-1", payload=payload))
-    with raw(ledger_path) as conn:
-        stored, created_at = conn.execute("SELECT payload, created_at FROM events").fetchone()
+    [(stored, created_at)] = db.execute("SELECT payload, created_at FROM events")
     assert stored == canonical_bytes(payload).decode("utf-8")
     assert json.loads(stored) == payload
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", created_at)
@@ -131,6 +131,7 @@ def test_turn_events_and_by_correlation_are_ordered_by_index(store: LedgerStore)
     assert store.by_correlation("missing") == []
 
 
+@pytest.mark.backends("sqlite", reason="BEGIN IMMEDIATE; the PostgreSQL twin holds the advisory lock")
 def test_writers_take_the_write_lock_up_front(ledger_path: Path, ledger_url: str) -> None:
     store = LedgerStore(ledger_url, busy_timeout_ms=200)
     try:
@@ -150,6 +151,69 @@ def test_writers_take_the_write_lock_up_front(ledger_path: Path, ledger_url: str
         assert store.append(draft("c-1")).index == 1
     finally:
         store.close()
+
+
+@pytest.mark.backends("postgresql")
+@pytest.mark.own_database  # advisory locks are per database
+def test_writers_wait_for_the_advisory_lock_then_give_up(ledger_url: str) -> None:
+    """A writer that cannot get the write lock within busy_timeout_ms is "unavailable"."""
+    store = LedgerStore(ledger_url, busy_timeout_ms=200)
+    try:
+        store.append(draft("c-0"))
+        with admin_connection(normalize_url(ledger_url)) as blocker:
+            blocker.execute("SELECT pg_advisory_lock(%s)", (PG_WRITE_LOCK_KEY,))
+            # Readers do not take the lock ...
+            assert store.get(0) is not None
+            assert store.head()[0] == 1
+            # ... writers do, and lock_timeout (= busy_timeout_ms) turns the wait into an error.
+            with pytest.raises(LedgerUnavailableError, match="lock timeout"):
+                store.append(draft("c-1"))
+            blocker.execute("SELECT pg_advisory_unlock(%s)", (PG_WRITE_LOCK_KEY,))
+        assert store.append(draft("c-1")).index == 1
+    finally:
+        store.close()
+
+
+def test_unreachable_postgres_server_is_unavailable() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: connections are refused
+        with pytest.raises(LedgerUnavailableError, match="open of") as info:
+            LedgerStore(f"postgresql+psycopg://postgres:s3cret-pw@127.0.0.1:{port}/turngate")
+    assert "s3cret-pw" not in str(info.value)
+    assert "postgres:***@127.0.0.1" in str(info.value)
+
+
+def test_missing_postgres_database_is_unavailable(postgres_server: PostgresServer) -> None:
+    url = postgres_server.admin_url.set(database="tg_test_does_not_exist")
+    with pytest.raises(LedgerUnavailableError, match="does not exist"):
+        LedgerStore(url.render_as_string(hide_password=False))
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///x/ledger.sqlite3", "sqlite:///x/ledger.sqlite3"),
+        ("postgresql://u:pw@h:5432/db", "postgresql+psycopg://u:pw@h:5432/db"),
+        ("postgres://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("postgresql+psycopg://u@h/db?sslmode=require", "postgresql+psycopg://u@h/db?sslmode=require"),
+    ],
+)
+def test_urls_are_normalized(url: str, expected: str) -> None:
+    assert normalize_url(url).render_as_string(hide_password=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://u@h/db", "unsupported ledger backend 'mysql'"),
+        ("postgresql+asyncpg://u@h/db", "unsupported PostgreSQL driver 'asyncpg'"),
+        ("sqlite+pysqlcipher:///x.db", "unsupported SQLite driver"),
+    ],
+)
+def test_unsupported_urls_are_refused(url: str, message: str) -> None:
+    with pytest.raises(LedgerError, match=message):
+        LedgerStore(url)
 
 
 def test_unopenable_database_is_unavailable(tmp_path: Path) -> None:

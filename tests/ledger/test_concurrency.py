@@ -1,14 +1,12 @@
-"""Concurrent appends from threads and from several processes: no gaps, no duplicates."""
+"""Concurrent appends from threads and from several processes: no gaps, no duplicates, valid chain."""
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from tests.ledger.helpers import append_worker, draft, open_worker, sqlite_url
+from tests.ledger.helpers import append_worker, draft, open_worker, process_context
 from turngate.core.events import Event
 from turngate.ledger import LedgerStore, verify_ledger
 
@@ -63,10 +61,10 @@ def test_threads_sharing_two_store_instances(ledger_url: str) -> None:
         second.close()
 
 
-def test_processes_append_without_gaps_or_duplicates(tmp_path: Path) -> None:
-    url = sqlite_url(tmp_path / "shared" / "ledger.sqlite3")
+def test_processes_append_without_gaps_or_duplicates(ledger_url: str) -> None:
+    url = ledger_url
     processes, per_process, shared = 4, 40, 10
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     with context.Pool(processes) as pool:
         # The store is opened (and migrated) inside each process at nearly the same moment.
         results = pool.starmap(
@@ -81,9 +79,10 @@ def test_processes_append_without_gaps_or_duplicates(tmp_path: Path) -> None:
             assert by_key[correlation_id] == index
 
 
-def test_processes_opening_a_fresh_ledger_at_once(tmp_path: Path) -> None:
-    url = sqlite_url(tmp_path / "fresh" / "nested" / "ledger.sqlite3")
-    context = multiprocessing.get_context("spawn")
+def test_processes_opening_a_fresh_ledger_at_once(ledger_url: str) -> None:
+    """Several processes open (and so migrate) the same brand-new ledger at the same moment."""
+    url = ledger_url
+    context = process_context()
     with context.Pool(3) as pool:
         heads = pool.map(open_worker, [url] * 3)
     assert {count for count, _ in heads} == {1}

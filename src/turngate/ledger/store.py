@@ -1,15 +1,19 @@
 """LedgerStore: the append-only, hash-chained event log over SQLAlchemy Core.
 
-SQLite is the default backend (``sqlite:///path/ledger.sqlite3``); the SQL is portable except in
-the branches marked ``SQLite only`` / ``PostgreSQL only``.
+Two backends, one store: SQLite (the default, ``sqlite:///path/ledger.sqlite3``) and PostgreSQL
+(``postgresql+psycopg://user:password@host:5432/db``). The SQL is portable except in the branches
+marked ``SQLite only`` / ``PostgreSQL only``.
 
 Writes are serialized twice: by a process-local lock (threads of one process queue up here
-instead of spinning on SQLite's busy handler) and by the database's write lock, taken up front
+instead of spinning on the database's lock) and by the database's write lock, taken up front
 (``BEGIN IMMEDIATE`` on SQLite, ``pg_advisory_xact_lock`` on PostgreSQL), so the read of the
-last index and the insert of the next one are one atomic step across processes.
+last index and the insert of the next one are one atomic step across processes. On PostgreSQL
+writes run in READ COMMITTED, so the statements after the lock see every earlier writer's
+commit; reads run in REPEATABLE READ READ ONLY, so each read method sees one snapshot.
 
 Every method is synchronous and thread-safe: it is called from sync Temporal activities, the
-FastAPI threadpool and the CLI.
+FastAPI threadpool and the CLI. :meth:`LedgerStore.change_listener` is the async way to learn
+of appends (LISTEN/NOTIFY on PostgreSQL, a cheap poll on SQLite).
 """
 
 from __future__ import annotations
@@ -38,12 +42,20 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, event_digest_scope, seal
+from turngate.ledger.errors import LedgerConflictError, LedgerError, LedgerUnavailableError
+from turngate.ledger.listen import (
+    DEFAULT_POLL_INTERVAL_S,
+    NOTIFY_CHANNEL,
+    ChangeListener,
+    PollingChangeListener,
+    PostgresChangeListener,
+)
 from turngate.ledger.schema import EVENT_COLUMNS, events, index_column
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -53,6 +65,10 @@ MAX_PAGE = 1000
 IN_CHUNK = 500
 #: Key of the PostgreSQL advisory lock that serializes ledger writers and migrations.
 PG_WRITE_LOCK_KEY = 0x7475726E67617465 & 0x7FFFFFFFFFFFFFFF  # "turngate"
+#: Seconds to wait for a PostgreSQL connection before the ledger is reported unavailable.
+PG_CONNECT_TIMEOUT_S = 10
+#: URL schemes that mean PostgreSQL through psycopg 3 (the only PostgreSQL driver installed).
+_PG_SCHEMES = frozenset({"postgresql", "postgresql+psycopg", "postgres"})
 
 _WRITE_OPTION = "turngate_write"
 
@@ -60,27 +76,6 @@ _WRITE_OPTION = "turngate_write"
 _INSERT_EVENT = insert(events)
 _SELECT_LAST = select(index_column, events.c.digest).order_by(index_column.desc()).limit(1)
 _SELECT_BY_CORRELATIONS = select(events).where(events.c.correlation_id.in_(bindparam("ids", expanding=True)))
-
-
-class LedgerError(Exception):
-    """Base class of every error the ledger raises."""
-
-
-class LedgerConflictError(LedgerError):
-    """A different event already exists under the same (correlation_id, kind)."""
-
-    def __init__(self, correlation_id: str, kind: str, existing_index: int) -> None:
-        super().__init__(
-            f"ledger conflict: event ({correlation_id!r}, {kind}) already exists at index "
-            f"{existing_index} with a different identity or payload"
-        )
-        self.correlation_id = correlation_id
-        self.kind = kind
-        self.existing_index = existing_index
-
-
-class LedgerUnavailableError(LedgerError):
-    """The database cannot be reached, opened, locked or written (the operation may be retried)."""
 
 
 # --------------------------------------------------------------------------- engine
@@ -133,20 +128,66 @@ def _sqlite_on_begin(conn: Connection) -> None:
     conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-def is_sqlite_memory(url: str) -> bool:
+def normalize_url(url: str | URL) -> URL:
+    """The ledger URL as SQLAlchemy will open it; unsupported backends and drivers are refused.
+
+    ``postgresql://`` and ``postgres://`` mean psycopg 3 (``postgresql+psycopg://``).
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.get_driver_name() != "pysqlite":
+            raise LedgerError(f"unsupported SQLite driver {parsed.get_driver_name()!r}; use sqlite://")
+        return parsed
+    if parsed.drivername in _PG_SCHEMES:
+        return parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() == "postgresql":
+        raise LedgerError(
+            f"unsupported PostgreSQL driver {parsed.get_driver_name()!r}; use postgresql+psycopg://"
+        )
+    raise LedgerError(
+        f"unsupported ledger backend {parsed.get_backend_name()!r}; use sqlite:// or postgresql+psycopg://"
+    )
+
+
+def is_sqlite_memory(url: str | URL) -> bool:
     parsed = make_url(url)
     return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
 
 
-def create_ledger_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
+def postgres_connect_args(url: URL, *, busy_timeout_ms: int) -> dict[str, Any]:
+    """PostgreSQL only: psycopg connection parameters added to the ones in the URL.
+
+    ``lock_timeout`` plays the role of SQLite's ``busy_timeout``: a writer that cannot get the
+    ledger's write lock (or a table lock) in time fails with :class:`LedgerUnavailableError`.
+    Settings already in the URL (``?connect_timeout=``, ``?application_name=``, an ``options``
+    that sets ``lock_timeout``) win.
+    """
+    query = {key: value if isinstance(value, str) else value[-1] for key, value in url.query.items()}
+    args: dict[str, Any] = {}
+    options = query.get("options", "")
+    if "lock_timeout" not in options:
+        args["options"] = f"{options} -c lock_timeout={int(busy_timeout_ms)}".strip()
+    if "connect_timeout" not in query:
+        args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+    if "application_name" not in query:
+        args["application_name"] = "turngate-ledger"
+    return args
+
+
+def create_ledger_engine(url: str | URL, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
     """An engine configured for the ledger (pragmas and BEGIN handling on SQLite)."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed, pool_pre_ping=True)
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        # --- PostgreSQL only ---------------------------------------------------------------
+        # READ COMMITTED (the default) for writers; readers ask for REPEATABLE READ per
+        # connection (LedgerStore._read_engine).
+        return create_engine(
+            parsed,
+            pool_pre_ping=True,
+            connect_args=postgres_connect_args(parsed, busy_timeout_ms=busy_timeout_ms),
+        )
     # --- SQLite only ---------------------------------------------------------------------
-    if parsed.get_driver_name() != "pysqlite":
-        raise LedgerError(f"unsupported SQLite driver {parsed.get_driver_name()!r}; use sqlite://")
-    memory = is_sqlite_memory(url)
+    memory = is_sqlite_memory(parsed)
     if memory:
         engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
@@ -261,9 +302,11 @@ class LedgerStore:
     """The ledger. Open it with a SQLAlchemy URL; it migrates the schema to head on open."""
 
     def __init__(self, url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> None:
+        parsed = normalize_url(url)
         #: The URL with any password masked (safe to log).
-        self.url = make_url(url).render_as_string(hide_password=True)
-        self._memory = is_sqlite_memory(url)
+        self.url = parsed.render_as_string(hide_password=True)
+        self._memory = is_sqlite_memory(parsed)
+        self._busy_timeout_ms = busy_timeout_ms
         self._write_lock = threading.Lock()
         # In-memory SQLite shares one connection between threads: serialize everything.
         self._shared_lock = threading.RLock() if self._memory else None
@@ -271,7 +314,13 @@ class LedgerStore:
         self._marker_conn: Any = None
         self._closed = False
         with _unavailable_on_db_errors(f"open of {self.url}"):
-            self._engine = create_ledger_engine(url, busy_timeout_ms=busy_timeout_ms)
+            self._engine = create_ledger_engine(parsed, busy_timeout_ms=busy_timeout_ms)
+            self._read_engine = self._engine
+            if self._engine.dialect.name == "postgresql":
+                # --- PostgreSQL only: one snapshot per read transaction, never a write ------
+                self._read_engine = self._engine.execution_options(
+                    isolation_level="REPEATABLE READ", postgresql_readonly=True
+                )
             try:
                 with self._engine.connect() as conn, migration_lock(conn):
                     migrate(conn)
@@ -320,7 +369,7 @@ class LedgerStore:
         with (
             self._maybe_shared(),
             _unavailable_on_db_errors(action),
-            self._engine.connect() as conn,
+            self._read_engine.connect() as conn,
             conn.begin(),
         ):
             yield conn
@@ -403,6 +452,8 @@ class LedgerStore:
             next_index += 1
             prev_digest = sealed.digest
         if new_rows:
+            # executemany: one INSERT per event, so on PostgreSQL one notification per event
+            # (the notify trigger fires per statement); listeners coalesce them.
             conn.execute(_INSERT_EVENT, new_rows)
         return recorded
 
@@ -428,6 +479,17 @@ class LedgerStore:
             .order_by(index_column),
             "turn_events",
         )
+
+    def first_in_thread(self, thread_id: str, kind: str) -> Event | None:
+        """The thread's earliest event of ``kind`` (one index lookup on (thread_id, index))."""
+        found = self._select(
+            select(events)
+            .where(events.c.thread_id == thread_id, events.c.kind == str(kind))
+            .order_by(index_column)
+            .limit(1),
+            "first_in_thread",
+        )
+        return found[0] if found else None
 
     def fetch_ref_candidates(self, thread_id: str, ref_ids: Sequence[str]) -> list[Event]:
         """The events that declared refs may point at, for deterministic resolution.
@@ -581,7 +643,8 @@ class LedgerStore:
         Compare markers for inequality only. SQLite: ``PRAGMA data_version`` read on a dedicated
         connection that never writes (it changes whenever any *other* connection commits)
         combined with the head count; both only grow, so the marker grows with every commit.
-        Other backends: the head count (the log is append-only, so every append changes it).
+        PostgreSQL: the head count (the log is append-only, so every append changes it); prefer
+        :meth:`change_listener` there, which is woken by NOTIFY instead of being polled.
         """
         self._check_open()
         if self.dialect != "sqlite" or self._memory:
@@ -603,3 +666,23 @@ class LedgerStore:
                 cursor.close()
         count = 0 if max_index is None else int(max_index) + 1
         return (data_version << 40) + count
+
+    def change_listener(self, *, poll_interval_s: float = DEFAULT_POLL_INTERVAL_S) -> ChangeListener:
+        """An async listener woken when events are appended, by this or any other process.
+
+        PostgreSQL: a dedicated connection that ``LISTEN``s on ``turngate_ledger`` (every append
+        transaction notifies it; delivered on commit), reconnecting by itself. SQLite: polls
+        :meth:`change_marker` every ``poll_interval_s`` while a caller waits. See
+        :mod:`turngate.ledger.listen` for the ``wait`` contract. The listener opens its own
+        connection, so it outlives nothing: close it (``await listener.aclose()``) before or
+        after :meth:`close`, it does not matter which.
+        """
+        self._check_open()
+        if self.dialect == "postgresql":
+            # --- PostgreSQL only ---------------------------------------------------------------
+            _args, params = self._engine.dialect.create_connect_args(self._engine.url)
+            params.pop("context", None)  # SQLAlchemy's adapters map, not a libpq parameter
+            params.update(postgres_connect_args(self._engine.url, busy_timeout_ms=self._busy_timeout_ms))
+            params["application_name"] = "turngate-ledger-listen"
+            return PostgresChangeListener(params, channel=NOTIFY_CHANNEL)
+        return PollingChangeListener(self.change_marker, poll_interval_s=poll_interval_s)

@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# turngate: one image for the API (`turngate serve`, the default command) and the worker
+# (`turngate worker`). Build from the repository root:
+#   docker build -t turngate:local .
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY src ./src
+# A self-contained virtual environment, copied whole into the runtime stage.
+RUN python -m venv /opt/turngate \
+    && /opt/turngate/bin/pip install --upgrade pip \
+    && /opt/turngate/bin/pip install .
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="turngate" \
+      org.opencontainers.image.description="A deterministic, durable, auditable boundary in front of LLM calls, built on Temporal." \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/turngate/bin:${PATH} \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    TURNGATE_DATA_DIR=/var/lib/turngate \
+    TURNGATE_HOST=0.0.0.0 \
+    TURNGATE_PORT=8010
+RUN groupadd --system --gid 10001 turngate \
+    && useradd --system --uid 10001 --gid turngate --home-dir /var/lib/turngate --create-home \
+       --shell /usr/sbin/nologin turngate
+COPY --from=build /opt/turngate /opt/turngate
+USER 10001:10001
+WORKDIR /var/lib/turngate
+EXPOSE 8010
+# Probes the API. Worker containers (`turngate worker`) serve no HTTP: disable it there
+# (compose: `healthcheck: disable: true`; Kubernetes ignores HEALTHCHECK and uses its probes).
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8010/healthz', timeout=4)"]
+ENTRYPOINT ["turngate"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8010"]
