@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ledger import postgres
 from tests.stack import make_settings
 from turngate.devserver import DevServer, free_port
 from turngate.settings import Settings, load_settings
@@ -53,3 +54,21 @@ async def temporal_client(temporal_server: DevServer) -> AsyncIterator[object]:
     from turngate.temporal_client import connect
 
     yield await connect(load_settings(temporal_address=temporal_server.address))
+
+
+_postgres: postgres.PostgresServer | str | None = None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[postgres.PostgresServer]:
+    """The PostgreSQL server for this session: TURNGATE_TEST_POSTGRES_URL, else 127.0.0.1:5432,
+    else a throwaway cluster from local initdb/pg_ctl; skipped loudly if none of them works."""
+    global _postgres
+    if _postgres is None:
+        _postgres = postgres.acquire()
+    if isinstance(_postgres, str):
+        pytest.skip(_postgres)
+    try:
+        yield _postgres
+    finally:
+        _postgres.close()

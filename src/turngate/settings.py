@@ -79,7 +79,7 @@ class Settings(BaseSettings):
     anthropic_api_key: SecretStr | None = Field(None, validation_alias=_alias("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(None, validation_alias=_alias("ANTHROPIC_BASE_URL"))
     anthropic_model_ids: str = Field(
-        "claude-3-5-haiku-latest", validation_alias=_alias("ANTHROPIC_MODEL_IDS")
+        "claude-haiku-4-5", validation_alias=_alias("ANTHROPIC_MODEL_IDS")
     )
     ollama_host: str | None = Field(None, validation_alias=_alias("OLLAMA_HOST"))
     ollama_model_ids: str = Field("llama3.2:latest", validation_alias=_alias("OLLAMA_MODEL_IDS"))

@@ -9,15 +9,28 @@
 - :class:`FakeOllamaServer`: ``POST /api/chat``, NDJSON with a final ``done`` line carrying
   ``prompt_eval_count``/``eval_count``.
 
-Each records the requests it got (``srv.requests``: method, path, headers, JSON body), replies
-``srv.reply`` split into word chunks, reports usage as word counts (input: all message contents
-including Anthropic's ``system``; output: the reply), and can be told to misbehave::
+Each records the requests it got (``srv.requests``: method, path, headers, JSON body, arrival
+time), replies ``srv.reply`` split into word chunks, reports usage as word counts (input: all
+message contents including Anthropic's ``system``; output: the reply), and can be told to
+misbehave::
 
     with fake_openai() as srv:
         srv.fail_next(status=429, retry_after="2")      # next request: HTTP 429 + Retry-After
         srv.error_mid_stream_next("overloaded_error")   # next request: some text, then an error
+        srv.drop_mid_stream_next(after_chunks=2)        # next request: 2 chunks, then the
+                                                         # connection drops (no stream end)
         srv.delay_s = 1.0                                # wait before answering
         srv.chunk_delay_s = 0.05                         # wait between streamed chunks
+        srv.tool_calls = [{"name": "transition_phase", "arguments": {"signal": "understood"}}]
+                                                         # after the text: tool calls, in the
+                                                         # vendor's streamed wire format
+
+Tool calls (``srv.tool_calls``: ``{"name", "arguments": dict or raw str, "id": optional}``) go
+out as the vendors stream them: OpenAI ``delta.tool_calls`` fragments keyed by ``index`` (id and
+name first, the arguments text split in pieces, ``finish_reason: "tool_calls"``); Anthropic a
+``tool_use`` content block with ``input_json_delta`` fragments (``stop_reason: "tool_use"``);
+Ollama one ``message.tool_calls`` line (arguments as an object, no id). ``srv.received_tools``
+is the ``tools`` of the last request (None when it sent none).
 
 Pytest fixtures ``openai_server``, ``anthropic_server`` and ``ollama_server`` wrap the context
 managers; import them into a conftest to use them in another test folder.
@@ -48,6 +61,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    at: float = 0.0  # time.monotonic() when it arrived
 
     @property
     def json(self) -> dict[str, Any]:
@@ -67,6 +81,26 @@ class _Failure:
 class _StreamError:
     error_type: str
     message: str
+
+
+@dataclass
+class _Drop:
+    after_chunks: int
+    hold: threading.Event | None = None
+    hold_timeout_s: float = 10.0
+
+
+def argument_text(arguments: Any) -> str:
+    """A configured tool call's arguments as the JSON text a vendor streams."""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def split_fragments(text: str, pieces: int = 3) -> list[str]:
+    """``text`` cut into up to ``pieces`` non-empty fragments (how vendors stream arguments)."""
+    if not text:
+        return []
+    size = max(1, -(-len(text) // pieces))
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def words(text: str) -> int:
@@ -114,8 +148,10 @@ class FakeLLMServer:
         self.delay_s = 0.0
         self.chunk_delay_s = 0.0
         self.requests: list[RecordedRequest] = []
+        self.tool_calls: list[dict[str, Any]] = []
         self._failures: deque[_Failure] = deque()
         self._stream_errors: deque[_StreamError] = deque()
+        self._drops: deque[_Drop] = deque()
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -159,12 +195,33 @@ class FakeLLMServer:
         with self._lock:
             self._stream_errors.append(_StreamError(error_type, message or error_type))
 
+    def drop_mid_stream_next(
+        self, after_chunks: int = 2, *, hold: threading.Event | None = None, hold_timeout_s: float = 10.0
+    ) -> None:
+        """Next request: start a 200 stream, send ``after_chunks`` text chunks, then drop the
+        connection without ending the stream (the client sees an incomplete chunked body).
+
+        ``hold``: wait for this event (at most ``hold_timeout_s``) before dropping, so a test can
+        first see the chunks arrive somewhere.
+        """
+        with self._lock:
+            self._drops.append(_Drop(after_chunks, hold, hold_timeout_s))
+
+    @property
+    def received_tools(self) -> list[dict[str, Any]] | None:
+        """The ``tools`` of the last request (None when it sent none)."""
+        body = self.last_request.json
+        tools = body.get("tools")
+        return list(tools) if tools is not None else None
+
     def reset(self) -> None:
         """Forget recorded requests and queued misbehaviour (for a server shared by tests)."""
         with self._lock:
             self.requests.clear()
             self._failures.clear()
             self._stream_errors.clear()
+            self._drops.clear()
+        self.tool_calls = []
         self.reply = self._initial_reply
         self.delay_s = 0.0
         self.chunk_delay_s = 0.0
@@ -207,11 +264,12 @@ class FakeLLMServer:
         except ValueError:
             body = raw.decode("utf-8", "replace")
         headers = {k.lower(): v for k, v in handler.headers.items()}
-        request = RecordedRequest(handler.command, handler.path, headers, body)
+        request = RecordedRequest(handler.command, handler.path, headers, body, time.monotonic())
         with self._lock:
             self.requests.append(request)
             failure = self._failures.popleft() if self._failures else None
             stream_error = self._stream_errors.popleft() if self._stream_errors else None
+            drop = None if failure or stream_error or not self._drops else self._drops.popleft()
         if self.delay_s:
             time.sleep(self.delay_s)
         try:
@@ -219,10 +277,29 @@ class FakeLLMServer:
                 self._send_error(handler, failure, request)
             elif not self._route_ok(handler.command, handler.path):
                 self._send_error(handler, _Failure(404, message=f"no route {handler.path}"), request)
+            elif drop is not None:
+                self._respond_and_drop(handler, request, drop)
             else:
                 self._respond(handler, request, stream_error)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (timeouts, cancelled streams)
+
+    def _respond_and_drop(self, handler: _Handler, request: RecordedRequest, drop: _Drop) -> None:
+        self._start_stream(handler, self._stream_content_type)
+        for piece in self._pieces()[: drop.after_chunks]:
+            self._write(handler, self._text_chunk(request, piece), delay=True)
+        if drop.hold is not None:
+            drop.hold.wait(drop.hold_timeout_s)
+        # Gone without the terminating chunk: an abrupt end of the connection mid-body.
+        with contextlib.suppress(OSError):
+            handler.connection.shutdown(socket.SHUT_RDWR)
+        handler.close_connection = True
+
+    _stream_content_type: ClassVar[str] = "text/event-stream"
+
+    def _text_chunk(self, request: RecordedRequest, piece: str) -> bytes:
+        """One streamed text delta in the vendor's wire format (used by ``drop_mid_stream_next``)."""
+        raise NotImplementedError
 
     def _route_ok(self, method: str, path: str) -> bool:
         raise NotImplementedError
@@ -324,6 +401,27 @@ class FakeOpenAIServer(FakeLLMServer):
         }
         return f"data: {json.dumps(chunk)}\n\n".encode()
 
+    def _text_chunk(self, request: RecordedRequest, piece: str) -> bytes:
+        return self._chunk(str(request.json.get("model", "")), {"content": piece})
+
+    def _tool_call_chunks(self, model: str) -> list[bytes]:
+        chunks: list[bytes] = []
+        for index, call in enumerate(self.tool_calls):
+            head = {
+                "index": index,
+                "id": call.get("id") or f"call_fake_{index + 1}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": ""},
+            }
+            chunks.append(self._chunk(model, {"role": "assistant", "content": None, "tool_calls": [head]}))
+            for fragment in split_fragments(argument_text(call.get("arguments", {}))):
+                chunks.append(
+                    self._chunk(
+                        model, {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}
+                    )
+                )
+        return chunks
+
     def _respond(
         self, handler: _Handler, request: RecordedRequest, stream_error: _StreamError | None
     ) -> None:
@@ -363,7 +461,9 @@ class FakeOpenAIServer(FakeLLMServer):
                 self._write(handler, f"data: {json.dumps(error)}\n\n".encode())
                 self._end_stream(handler)
                 return
-        self._write(handler, self._chunk(model, {}, finish="stop"))
+        for chunk in self._tool_call_chunks(model):
+            self._write(handler, chunk, delay=True)
+        self._write(handler, self._chunk(model, {}, finish="tool_calls" if self.tool_calls else "stop"))
         if self.send_usage and (body.get("stream_options") or {}).get("include_usage"):
             final = {
                 "id": "chatcmpl-fake",
@@ -400,6 +500,67 @@ class FakeAnthropicServer(FakeLLMServer):
     def _event(name: str, data: dict[str, Any]) -> bytes:
         return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
+    def _text_chunk(self, request: RecordedRequest, piece: str) -> bytes:
+        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
+        return self._event("content_block_delta", delta)
+
+    def _respond_and_drop(self, handler: _Handler, request: RecordedRequest, drop: _Drop) -> None:
+        self._start_stream(handler, self._stream_content_type)
+        self._write(handler, self._message_start(str(request.json.get("model", "")), 1))
+        block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+        self._write(handler, self._event("content_block_start", block))
+        for piece in self._pieces()[: drop.after_chunks]:
+            self._write(handler, self._text_chunk(request, piece), delay=True)
+        if drop.hold is not None:
+            drop.hold.wait(drop.hold_timeout_s)
+        with contextlib.suppress(OSError):
+            handler.connection.shutdown(socket.SHUT_RDWR)
+        handler.close_connection = True
+
+    def _message_start(self, model: str, prompt: int) -> bytes:
+        return self._event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_fake",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": prompt, "output_tokens": 1},
+                },
+            },
+        )
+
+    def _tool_use_events(self, first_index: int) -> list[bytes]:
+        events: list[bytes] = []
+        for offset, call in enumerate(self.tool_calls):
+            index = first_index + offset
+            block = {
+                "type": "tool_use",
+                "id": call.get("id") or f"toolu_fake_{offset + 1}",
+                "name": call["name"],
+                "input": {},
+            }
+            events.append(
+                self._event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": block},
+                )
+            )
+            for fragment in split_fragments(argument_text(call.get("arguments", {}))):
+                delta = {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": fragment},
+                }
+                events.append(self._event("content_block_delta", delta))
+            events.append(self._event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        return events
+
     def _respond(
         self, handler: _Handler, request: RecordedRequest, stream_error: _StreamError | None
     ) -> None:
@@ -426,25 +587,7 @@ class FakeAnthropicServer(FakeLLMServer):
             )
             return
         self._start_stream(handler, "text/event-stream")
-        self._write(
-            handler,
-            self._event(
-                "message_start",
-                {
-                    "type": "message_start",
-                    "message": {
-                        "id": "msg_fake",
-                        "type": "message",
-                        "role": "assistant",
-                        "model": model,
-                        "content": [],
-                        "stop_reason": None,
-                        "stop_sequence": None,
-                        "usage": {"input_tokens": prompt, "output_tokens": 1},
-                    },
-                },
-            ),
-        )
+        self._write(handler, self._message_start(model, prompt))
         self._write(
             handler,
             self._event(
@@ -476,13 +619,18 @@ class FakeAnthropicServer(FakeLLMServer):
             handler,
             self._event("content_block_stop", {"type": "content_block_stop", "index": 0}),
         )
+        for event in self._tool_use_events(first_index=1):
+            self._write(handler, event, delay=True)
         self._write(
             handler,
             self._event(
                 "message_delta",
                 {
                     "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "delta": {
+                        "stop_reason": "tool_use" if self.tool_calls else "end_turn",
+                        "stop_sequence": None,
+                    },
                     "usage": {"output_tokens": output},
                 },
             ),
@@ -504,9 +652,39 @@ class FakeOllamaServer(FakeLLMServer):
     def _error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"error": message}
 
+    _stream_content_type: ClassVar[str] = "application/x-ndjson"
+
     @staticmethod
     def _line(data: dict[str, Any]) -> bytes:
         return (json.dumps(data) + "\n").encode()
+
+    def _text_chunk(self, request: RecordedRequest, piece: str) -> bytes:
+        return self._line(
+            {
+                "model": str(request.json.get("model", "")),
+                "created_at": "2024-01-01T00:00:00Z",
+                "message": {"role": "assistant", "content": piece},
+                "done": False,
+            }
+        )
+
+    def _tool_calls_line(self, model: str) -> bytes | None:
+        if not self.tool_calls:
+            return None
+        calls = []
+        for call in self.tool_calls:
+            arguments = call.get("arguments", {})
+            if isinstance(arguments, str):
+                arguments = json.loads(arguments)
+            calls.append({"function": {"name": call["name"], "arguments": arguments}})
+        return self._line(
+            {
+                "model": model,
+                "created_at": "2024-01-01T00:00:00Z",
+                "message": {"role": "assistant", "content": "", "tool_calls": calls},
+                "done": False,
+            }
+        )
 
     def _respond(
         self, handler: _Handler, request: RecordedRequest, stream_error: _StreamError | None
@@ -544,6 +722,9 @@ class FakeOllamaServer(FakeLLMServer):
                 self._write(handler, self._line({"error": stream_error.message}))
                 self._end_stream(handler)
                 return
+        tool_line = self._tool_calls_line(model)
+        if tool_line is not None:
+            self._write(handler, tool_line, delay=True)
         self._write(handler, self._line(done))
         self._end_stream(handler)
 

@@ -46,23 +46,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("backend", names, scope="module")
 
 
-_server: postgres.PostgresServer | str | None = None
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[postgres.PostgresServer]:
-    """The PostgreSQL server for this session (found once; skips loudly if there is none)."""
-    global _server
-    if _server is None:
-        _server = postgres.acquire()
-    if isinstance(_server, str):
-        pytest.skip(_server)
-    try:
-        yield _server
-    finally:
-        _server.close()
-
-
 @pytest.fixture
 def ledger_path(tmp_path: Path) -> Path:
     """Where a SQLite ledger goes (the ``sqlite`` backend's ``ledger_url`` points here)."""

@@ -176,3 +176,14 @@ def test_schema_subset() -> None:
     assert schema_errors({"n": 1, "tags": ["a", "b", "c"]}, schema)
     assert schema_errors({"n": 1, "flag": "yes"}, schema)
     assert schema_errors({}, schema) == ["$: missing required property 'n'"]
+
+
+def test_undecodable_arguments_are_rejected_even_without_required_fields():
+    from turngate.core.tools import ToolSpec, admit_tool_calls
+
+    spec = ToolSpec(name="transition_phase", description="d", parameters={"type": "object", "properties": {}})
+    admission = admit_tool_calls(
+        [{"name": "transition_phase", "arguments": {}, "arguments_raw": "{oops"}], [spec]
+    )
+    assert not admission.admitted
+    assert admission.rejected[0].reason_code == "tool.invalid_arguments"

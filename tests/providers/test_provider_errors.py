@@ -208,6 +208,22 @@ async def test_error_event_mid_stream(vendor_name: str, expected: str) -> None:
     assert (info.value.type, info.value.retryable) == (expected, True)
 
 
+async def test_connection_dropped_mid_stream(provider: Provider, server: FakeLLMServer) -> None:
+    server.drop_mid_stream_next(after_chunks=2)
+    texts: list[str] = []
+    with pytest.raises(ProviderError) as info:
+        async for chunk in provider.stream(make_request(provider.name)):
+            texts.append(chunk.text)
+    assert texts == ["Hello ", "from "]  # what streamed before the drop reached the caller
+    assert (info.value.type, info.value.retryable, info.value.status_code) == (
+        "provider.connection",
+        True,
+        None,
+    )
+    text, _usage, _n = await collect(provider, make_request(provider.name))  # the next call is whole
+    assert text == server.reply
+
+
 async def test_closing_a_stream_early(provider: Provider, server: FakeLLMServer) -> None:
     server.chunk_delay_s = 0.01
     stream = provider.stream(make_request(provider.name))

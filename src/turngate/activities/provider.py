@@ -6,6 +6,17 @@ attempt announces itself (``start`` with ``activity.info().attempt``; a retry vo
 attempt's tokens), publishes its deltas with a sequence number and ends with ``finish`` (with the
 error type when it failed). The activity returns the full text, so the EXECUTION record and
 replay never depend on the stream, and a failing bus never fails the call.
+
+Tools offered for the turn (``ProviderCallInput.tools``) go to the provider; the calls the model
+made come back in ``ProviderCallResult.tool_calls`` as ``{id, name, arguments}`` with
+``arguments`` decoded to a dict (arguments that are not a JSON object: ``arguments: {}`` plus the
+text as the model sent it under ``arguments_raw``). Admission is the workflow's business.
+
+An answer whose UTF-8 size is over ``INLINE_LIMIT_BYTES`` (64 KB) never travels through Temporal
+when the activity has an artifact store: the full text is stored (kind ``output``,
+``text/plain; charset=utf-8``) and the result carries the first :data:`OUTPUT_PREVIEW_CHARS`
+characters, ``output_truncated=True`` and ``output_artifact`` (the pointer). A store that fails
+fails the attempt with ``artifact.unavailable`` (retryable unless the store says it cannot help).
 """
 
 from __future__ import annotations
@@ -16,16 +27,29 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from turngate.providers.base import ChatMessage, Provider, ProviderError, ProviderRequest
+from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, ArtifactStore
+from turngate.providers.base import (
+    ChatMessage,
+    Provider,
+    ProviderError,
+    ProviderRequest,
+    ToolCallChunk,
+    ToolDefinition,
+)
 from turngate.streaming.base import NullBus, TokenPublisher
 from turngate.workflows.shared import ProviderCallInput, ProviderCallResult
 
 log = logging.getLogger(__name__)
 HEARTBEAT_EVERY_S = 2.0
+#: How much of an offloaded answer stays inline (characters).
+OUTPUT_PREVIEW_CHARS = 4096
+OUTPUT_ARTIFACT_KIND = "output"
+OUTPUT_MEDIA_TYPE = "text/plain; charset=utf-8"
 
 # Former names (the worker imported them before the token bus existed).
 TokenSink = TokenPublisher
@@ -62,9 +86,17 @@ class _Stream:
 
 
 class ProviderActivities:
-    def __init__(self, providers: dict[str, Provider], bus: TokenPublisher | None = None) -> None:
+    """``artifacts``: where answers over the inline limit go (None: they are returned inline)."""
+
+    def __init__(
+        self,
+        providers: dict[str, Provider],
+        bus: TokenPublisher | None = None,
+        artifacts: ArtifactStore | None = None,
+    ) -> None:
         self._providers = providers
         self._bus: TokenPublisher = bus or NullBus()
+        self._artifacts = artifacts
 
     @activity.defn(name="turngate.call_provider")
     async def call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
@@ -80,11 +112,13 @@ class ProviderActivities:
             model=inp.model,
             messages=[ChatMessage(**m) for m in inp.messages],  # type: ignore[arg-type]
             max_tokens=inp.max_tokens,
+            tools=[ToolDefinition.model_validate(tool) for tool in inp.tools],
         )
         started = time.monotonic()
         stream = _Stream(self._bus, inp.correlation_id, activity.info().attempt)
         beat = asyncio.create_task(_heartbeat_forever())
         parts: list[str] = []
+        calls: list[ToolCallChunk] = []
         usage: dict[str, int | None] = {}
         try:
             await stream.start()
@@ -94,11 +128,23 @@ class ProviderActivities:
                     parts.append(chunk.text)
                     await stream.publish(seq, chunk.text)
                     seq += 1
+                if chunk.tool_calls:
+                    calls.extend(chunk.tool_calls)
                 if chunk.usage is not None:
                     usage = chunk.usage.model_dump()
+            text = "".join(parts)
+            offloaded = await self._offload(text)
         except ProviderError as exc:
             await stream.finish(error=exc.type)
             raise _application_error(exc) from exc
+        except ArtifactError as exc:
+            await stream.finish(error=exc.code)
+            raise ApplicationError(
+                f"the answer could not be stored as an artifact: {exc}",
+                {"code": exc.code},
+                type=exc.code,
+                non_retryable=not exc.retryable,
+            ) from exc
         except asyncio.CancelledError:
             # Cancelled (timeout, worker shutdown): tell subscribers, without delaying the cancel much.
             with contextlib.suppress(BaseException):
@@ -116,10 +162,34 @@ class ProviderActivities:
         return ProviderCallResult(
             provider=inp.provider,
             model=inp.model,
-            output_text="".join(parts),
+            output_text=text if offloaded is None else text[:OUTPUT_PREVIEW_CHARS],
             usage=usage,
             duration_ms=int((time.monotonic() - started) * 1000),
+            tool_calls=[tool_call_record(call) for call in calls],
+            output_artifact=offloaded,
+            output_truncated=offloaded is not None,
         )
+
+    async def _offload(self, text: str) -> dict[str, Any] | None:
+        """The pointer (JSON) of the stored answer when it is over the inline limit, else None."""
+        if self._artifacts is None:
+            return None
+        data = text.encode("utf-8")
+        if len(data) <= INLINE_LIMIT_BYTES:
+            return None
+        pointer = await asyncio.to_thread(
+            self._artifacts.put, data, kind=OUTPUT_ARTIFACT_KIND, media_type=OUTPUT_MEDIA_TYPE
+        )
+        return pointer.model_dump(mode="json")
+
+
+def tool_call_record(call: ToolCallChunk) -> dict[str, Any]:
+    """``{id, name, arguments}`` with decoded arguments; undecodable ones also keep
+    ``arguments_raw`` (the text as the model sent it) and get ``arguments: {}``."""
+    arguments = call.parsed_arguments()
+    if arguments is None:
+        return {"id": call.id, "name": call.name, "arguments": {}, "arguments_raw": call.arguments}
+    return {"id": call.id, "name": call.name, "arguments": arguments}
 
 
 async def _heartbeat_forever() -> None:

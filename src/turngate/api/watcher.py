@@ -1,9 +1,9 @@
 """One reader of the ledger for the whole API process, fanning new events out in memory.
 
-The worker process writes the ledger; the API learns of new events from the store's cheap change
-marker (SQLite: PRAGMA data_version). One background task polls it, only while somebody is
-waiting, every few milliseconds; on a change it reads the new events once (`since(cursor)`) and
-hands them to the requests waiting for those turns, and wakes /tail subscribers. Waiting costs
+The worker process writes the ledger; the API learns of new commits from the store's change
+listener (PostgreSQL: LISTEN/NOTIFY; SQLite: a poll of PRAGMA data_version every few ms, only
+while somebody waits). One background task reads each change once (`since(cursor)`), hands the
+new events to the requests waiting for those turns and wakes /tail subscribers. Waiting costs
 one query per change, not one per waiter per change.
 """
 
@@ -61,24 +61,29 @@ class LedgerWatcher:
                 await self._task
 
     async def _run(self) -> None:
-        marker = await asyncio.to_thread(self._store.change_marker)
-        self._cursor = (await asyncio.to_thread(self._store.head))[0] - 1
-        while True:
-            if self._interest == 0:
-                self._wake.clear()
-                await self._wake.wait()
-            await asyncio.sleep(self._poll)
-            try:
-                current = await asyncio.to_thread(self._store.change_marker)
-                if current == marker:
+        # PostgreSQL pushes commits (LISTEN/NOTIFY); SQLite is polled cheaply (PRAGMA data_version),
+        # and only while somebody waits.
+        listener = self._store.change_listener(poll_interval_s=self._poll)
+        try:
+            self._cursor = (await asyncio.to_thread(self._store.head))[0] - 1
+            pending = False
+            while True:
+                if self._interest == 0:
+                    self._wake.clear()
+                    await self._wake.wait()
+                pending = await listener.wait(timeout_s=1.0) or pending
+                if not pending:
                     continue
-                marker = current
-                await self._dispatch_new_events()
-            except Exception:  # a transient ledger error must not kill the watcher
-                log.exception("ledger watch failed; retrying")
-                await asyncio.sleep(0.5)
-                continue
-            await self.notify()
+                try:
+                    await self._dispatch_new_events()
+                except Exception:  # a transient ledger error must not kill the watcher
+                    log.exception("ledger read failed; retrying")
+                    await asyncio.sleep(0.5)
+                    continue  # still pending: read again
+                pending = False
+                await self.notify()
+        finally:
+            await listener.aclose()
 
     async def _dispatch_new_events(self) -> None:
         while True:

@@ -213,6 +213,9 @@ def _as_call(raw: ToolCall | Mapping[str, Any]) -> tuple[ToolCall | None, str, s
     name = name if isinstance(name, str) else ""
     call_id = raw.get("id")
     call_id = call_id if isinstance(call_id, str) else None
+    if raw.get("arguments_raw") is not None:
+        # The provider layer could not decode the model's arguments; it kept the raw text.
+        return None, name, call_id, "arguments are not a JSON object"
     arguments = raw.get("arguments", {})
     if arguments is None:
         arguments = {}

@@ -11,17 +11,29 @@ The WHOLE message list is sent, shaped the way the Messages API requires:
 - a request without any user/assistant message is a ``provider.bad_request`` (nothing is sent).
 
 ``max_tokens`` is required by Anthropic: :data:`DEFAULT_MAX_TOKENS` when the request has none.
+Offered tools go out as ``tools=[{name, description, input_schema}]`` (nothing when none are
+offered); a ``tool_use`` content block and its ``input_json_delta`` fragments become one complete
+call, emitted once after the text.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anthropic
 
-from turngate.providers.base import ChatMessage, ProviderError, ProviderRequest, StreamChunk, Usage
+from turngate.providers.base import (
+    ChatMessage,
+    ProviderError,
+    ProviderRequest,
+    StreamChunk,
+    ToolDefinition,
+    Usage,
+)
 from turngate.providers.errors import classify_exception
+from turngate.providers.tool_calls import ToolCallAccumulator
 from turngate.settings import Settings
 
 DEFAULT_MAX_TOKENS = 1024
@@ -53,6 +65,14 @@ def to_anthropic(messages: Sequence[ChatMessage]) -> tuple[str | None, list[dict
         turns.insert(0, {"role": "user", "content": LEADING_USER_PLACEHOLDER})
     system = _JOIN.join(system_parts) if system_parts else None
     return system, turns
+
+
+def anthropic_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    """``[{name, description, input_schema}]`` for the Messages API."""
+    return [
+        {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+        for tool in tools
+    ]
 
 
 class AnthropicChatProvider:
@@ -101,6 +121,9 @@ class AnthropicChatProvider:
         }
         if system is not None:
             params["system"] = system
+        if request.tools:
+            params["tools"] = anthropic_tools(request.tools)
+        calls = ToolCallAccumulator(self.name)
         input_tokens: int | None = None
         output_tokens: int | None = None
         try:
@@ -110,9 +133,20 @@ class AnthropicChatProvider:
                     if event.type == "message_start":
                         input_tokens = _total_input(event.message.usage)
                         output_tokens = event.message.usage.output_tokens
+                    elif event.type == "content_block_start":
+                        block = event.content_block
+                        if block.type == "tool_use":
+                            calls.start(
+                                event.index,
+                                call_id=block.id,
+                                name=block.name,
+                                initial_arguments=json.dumps(block.input) if block.input else None,
+                            )
                     elif event.type == "content_block_delta":
                         if event.delta.type == "text_delta" and event.delta.text:
                             yield StreamChunk(text=event.delta.text)
+                        elif event.delta.type == "input_json_delta":
+                            calls.add_arguments(event.index, event.delta.partial_json)
                     elif event.type == "message_delta":
                         output_tokens = event.usage.output_tokens
                         if event.usage.input_tokens is not None:
@@ -122,6 +156,8 @@ class AnthropicChatProvider:
             if error is None:
                 raise
             raise error from None
+        if calls:
+            yield StreamChunk(tool_calls=calls.complete())
         yield StreamChunk(usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
 
     async def aclose(self) -> None:

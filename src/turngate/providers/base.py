@@ -3,14 +3,20 @@
 Providers are plain async adapters over the vendors' official SDKs (or the offline ``echo``);
 the Temporal activity in ``turngate.activities.provider`` owns retries, heartbeats, timeouts
 and the token side channel.
+
+A stream is: text deltas (``StreamChunk.text``), then at most one chunk carrying every tool call
+the model made (``StreamChunk.tool_calls``, complete calls only: adapters accumulate the vendors'
+argument fragments), then exactly one final chunk with the ``Usage``. Tools are offered with
+``ProviderRequest.tools``; an empty list sends no tools at all.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ChatMessage(BaseModel):
@@ -19,14 +25,32 @@ class ChatMessage(BaseModel):
     content: str
 
 
+def _empty_object_schema() -> dict[str, Any]:
+    return {"type": "object", "properties": {}}
+
+
+class ToolDefinition(BaseModel):
+    """A tool offered to the model: provider-neutral, as ``ToolSpec.definition()`` gives it.
+
+    ``parameters`` is the JSON schema (type ``object``) of the call's arguments.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=_empty_object_schema)
+
+
 class ProviderRequest(BaseModel):
-    """What an execution sends: provider, model and the full message list, in order."""
+    """What an execution sends: provider, model, the full message list in order, and the tools
+    offered this turn (none: no tools are sent)."""
 
     model_config = ConfigDict(frozen=True)
     provider: str
     model: str
     messages: list[ChatMessage]
     max_tokens: int | None = None
+    tools: list[ToolDefinition] = Field(default_factory=list)
 
 
 class Usage(BaseModel):
@@ -34,11 +58,39 @@ class Usage(BaseModel):
     output_tokens: int | None = None
 
 
+class ToolCallChunk(BaseModel):
+    """One complete tool call as the model made it.
+
+    ``arguments`` is always the JSON **text** of the argument object, exactly as the model
+    produced it (fragments joined; a vendor that sends an object, like Ollama, has it serialised
+    with ``json.dumps``; ``"{}"`` when the model sent none). It may be invalid JSON: models do
+    that, and the caller decides (:meth:`parsed_arguments`).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def parsed_arguments(self) -> dict[str, Any] | None:
+        """The arguments as a dict; None when they are not a JSON object."""
+        text = self.arguments.strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
 class StreamChunk(BaseModel):
-    """One streamed piece: a text delta, or (last) the usage the provider reported."""
+    """One streamed piece: a text delta, the model's complete tool calls, or (last) the usage the
+    provider reported."""
 
     text: str = ""
     usage: Usage | None = None
+    tool_calls: list[ToolCallChunk] | None = None
 
 
 class ProviderError(Exception):

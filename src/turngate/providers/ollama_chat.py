@@ -2,20 +2,26 @@
 
 The whole message list goes out in order, system messages included. ``max_tokens`` becomes
 ``options.num_predict``. Usage comes from ``prompt_eval_count`` / ``eval_count`` of the final
-(``done``) chunk. An HTTP error is classified from the response itself (status and
-``Retry-After``) by a response hook, before the SDK turns it into a bare ``ResponseError``.
+(``done``) chunk. Offered tools go out as ``tools=[{"type": "function", "function": {...}}]``
+(nothing when none are offered); Ollama sends each tool call whole in ``message.tool_calls`` with
+the arguments as an object and no id: they are collected, serialised with ``json.dumps``, given
+the ids ``ollama-call-<n>`` and emitted once after the text. An HTTP error is classified from the
+response itself (status and ``Retry-After``) by a response hook, before the SDK turns it into a
+bare ``ResponseError``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import ollama
 
-from turngate.providers.base import ProviderRequest, StreamChunk, Usage
+from turngate.providers.base import ProviderRequest, StreamChunk, ToolCallChunk, Usage
 from turngate.providers.errors import classify_exception, classify_status
+from turngate.providers.tool_calls import function_tools
 from turngate.settings import Settings
 
 
@@ -50,15 +56,25 @@ class OllamaChatProvider:
         if request.max_tokens is not None:
             options = {"num_predict": request.max_tokens}
         usage = Usage()
+        calls: list[ToolCallChunk] = []
         try:
             parts = await self._client.chat(
                 model=request.model,
                 messages=[{"role": m.role, "content": m.content} for m in request.messages],
+                tools=function_tools(request.tools) if request.tools else None,
                 stream=True,
                 options=options,
             )
             try:
                 async for part in parts:
+                    for call in part.message.tool_calls or ():
+                        calls.append(
+                            ToolCallChunk(
+                                id=f"{self.name}-call-{len(calls) + 1}",
+                                name=call.function.name,
+                                arguments=json.dumps(dict(call.function.arguments or {})),
+                            )
+                        )
                     if part.message.content:
                         yield StreamChunk(text=part.message.content)
                     if part.done:
@@ -73,6 +89,8 @@ class OllamaChatProvider:
             if error is None:
                 raise
             raise error from None
+        if calls:
+            yield StreamChunk(tool_calls=calls)
         yield StreamChunk(usage=usage)
 
     async def aclose(self) -> None:

@@ -1,8 +1,10 @@
 """OpenAI (and OpenAI-compatible servers) through the official ``openai`` SDK, streaming.
 
 The whole message list goes out in order, system messages included, as Chat Completions
-messages. The SDK never retries (``max_retries=0``): Temporal owns retries, and every failure is
-classified here into a :class:`ProviderError`.
+messages. Offered tools go out as ``tools=[{"type": "function", "function": {...}}]`` (nothing
+when none are offered); the ``delta.tool_calls`` fragments of choice 0 are joined into complete
+calls, emitted once after the text. The SDK never retries (``max_retries=0``): Temporal owns
+retries, and every failure is classified here into a :class:`ProviderError`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import openai
 
 from turngate.providers.base import ProviderRequest, StreamChunk, Usage
 from turngate.providers.errors import classify_exception
+from turngate.providers.tool_calls import ToolCallAccumulator, function_tools
 from turngate.settings import Settings
 
 NO_KEY = "unused"  # some OpenAI-compatible servers need no key; the SDK insists on one
@@ -62,7 +65,10 @@ class OpenAIChatProvider:
         }
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
+        if request.tools:
+            params["tools"] = function_tools(request.tools)
         usage = Usage()
+        calls = ToolCallAccumulator(self.name)
         try:
             response = await self._client.chat.completions.create(**params)
             async with response:
@@ -73,13 +79,25 @@ class OpenAIChatProvider:
                             output_tokens=chunk.usage.completion_tokens,
                         )
                     for choice in chunk.choices:
-                        if choice.index == 0 and choice.delta.content:
+                        if choice.index != 0:
+                            continue
+                        for fragment in choice.delta.tool_calls or ():
+                            function = fragment.function
+                            calls.start(
+                                fragment.index,
+                                call_id=fragment.id,
+                                name=function.name if function else None,
+                            )
+                            calls.add_arguments(fragment.index, function.arguments if function else None)
+                        if choice.delta.content:
                             yield StreamChunk(text=choice.delta.content)
         except Exception as exc:
             error = classify_exception(exc, vendor=self.name, secrets=self._secrets)
             if error is None:
                 raise
             raise error from None
+        if calls:
+            yield StreamChunk(tool_calls=calls.complete())
         yield StreamChunk(usage=usage)
 
     async def aclose(self) -> None:

@@ -49,7 +49,7 @@ async def running_worker(
         pins = PromptPins(settings.prompts_dir, parse_prompt_config(boundary.prompt_config), store, artifacts)
     ledger = LedgerActivities(store, artifacts, boundary, pins)
     bus = open_token_bus(settings.effective_token_bus_url)
-    calls = ProviderActivities(providers, bus)
+    calls = ProviderActivities(providers, bus, artifacts)
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [
         Worker(
