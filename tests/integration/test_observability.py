@@ -118,3 +118,28 @@ async def test_artifact_store_down_stops_the_turn_with_system_error(tmp_path, te
     assert decision["error"]["code"] == "SYSTEM_ERROR"
     assert decision["error"]["missing_pointers"] == ["manifest"]
     assert "manifest" not in decision and "execution" not in body
+
+
+async def test_one_megabyte_message_never_enters_the_ledger_or_temporal(tmp_path, temporal_server):
+    settings = make_settings(
+        tmp_path, temporal_server.address, max_message_bytes=2_000_000, max_body_bytes=3_000_000
+    )
+    message = ("word " * 200_000).strip()  # 1 MB
+    async with running_stack(settings) as stack:
+        body = (await stack.chat(message, correlation_id="c-big")).json()
+        snap = (await stack.http.get("/snapshot")).json()
+    from turngate.core.canonical import canonical_bytes
+    from turngate.temporal_client import connect
+
+    assert all(len(canonical_bytes(e["payload"])) < 64 * 1024 for e in snap["events"])
+    intent = snap["events"][0]["payload"]["payload"]
+    assert intent["message_truncated"] is True and intent["message_artifact"]["size_bytes"] == len(message)
+    store = open_artifact_store(settings.effective_artifacts)
+    assert store.get(intent["message_artifact"]["artifact_id"]).decode() == message
+    execution = body["execution"]["payload"]
+    assert execution["output_truncated"] is True
+    # The provider saw the whole message: echo's full answer is in the artifact.
+    assert store.get(execution["output_artifact"]["artifact_id"]).decode() == "echo: " + message
+    client = await connect(settings)
+    history = await client.get_workflow_handle(body["workflow_id"]).fetch_history()
+    assert max(event.ByteSize() for event in history.events) < 64 * 1024

@@ -32,7 +32,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, ArtifactStore
+from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, ArtifactStore, aget
 from turngate.providers.base import (
     ChatMessage,
     Provider,
@@ -98,6 +98,20 @@ class ProviderActivities:
         self._bus: TokenPublisher = bus or NullBus()
         self._artifacts = artifacts
 
+    async def _full_message(self, pointer: dict[str, Any]) -> str:
+        """The whole user message that ingress stored as an artifact (only a preview travels)."""
+        if self._artifacts is None:
+            raise ApplicationError(
+                "this worker has no artifact store to read a large message from",
+                type="artifact.unavailable",
+                non_retryable=True,
+            )
+        try:
+            data = await aget(self._artifacts, pointer["artifact_id"])
+        except ArtifactError as exc:
+            raise ApplicationError(str(exc), type="artifact.unavailable") from exc
+        return data.decode("utf-8")
+
     @activity.defn(name="turngate.call_provider")
     async def call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
         provider = self._providers.get(inp.provider)
@@ -107,10 +121,13 @@ class ProviderActivities:
                 type="provider.missing_credentials",
                 non_retryable=True,
             )
+        messages = [ChatMessage(**m) for m in inp.messages]  # type: ignore[arg-type]
+        if inp.message_artifact is not None:
+            messages[-1] = ChatMessage(role="user", content=await self._full_message(inp.message_artifact))
         request = ProviderRequest(
             provider=inp.provider,
             model=inp.model,
-            messages=[ChatMessage(**m) for m in inp.messages],  # type: ignore[arg-type]
+            messages=messages,
             max_tokens=inp.max_tokens,
             tools=[ToolDefinition.model_validate(tool) for tool in inp.tools],
         )

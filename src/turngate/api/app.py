@@ -15,6 +15,7 @@ from turngate import __version__
 from turngate.api import ingress, observe, stream
 from turngate.api.state import ApiState
 from turngate.api.watcher import LedgerWatcher
+from turngate.artifacts import open_artifact_store
 from turngate.ledger import LedgerStore
 from turngate.settings import Settings
 from turngate.streaming import open_token_bus
@@ -34,7 +35,8 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         watcher = LedgerWatcher(store)
         watcher.start()
         app.state.token_bus = open_token_bus(settings.effective_token_bus_url)
-        app.state.turngate = ApiState(settings, temporal, store, watcher, boundary)
+        artifacts = open_artifact_store(settings.effective_artifacts)
+        app.state.turngate = ApiState(settings, temporal, store, watcher, boundary, artifacts)
         log.info(
             "api up: ledger=%s temporal=%s",
             settings.public_view()["effective_ledger_url"],

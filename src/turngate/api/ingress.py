@@ -21,6 +21,7 @@ from temporalio.service import RPCError
 from turngate.api.errors import admission_response, error_response
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
+from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, aput
 from turngate.core.events import AdmissionError, Event, EventKind, IntentEnvelope, parse_intent
 from turngate.workflows.shared import SA_ACTOR, SA_THREAD_ID, SA_TURN_ID, TurnInput, turn_workflow_id
 from turngate.workflows.turn import TurnWorkflow
@@ -46,6 +47,27 @@ async def _read_body(request: Request, limit: int) -> bytes:
 def _turn_events(state: ApiState, envelope: IntentEnvelope) -> dict[str, Event]:
     events = state.store.turn_events(envelope.thread_id, envelope.turn_id)
     return {str(e.kind): e for e in events if e.stream_id == envelope.payload.stream_id}
+
+
+MESSAGE_PREVIEW_CHARS = 4096
+
+
+async def _offload_large_message(state: ApiState, envelope: IntentEnvelope) -> IntentEnvelope:
+    """A message over the inline limit goes to the artifact store before anything is started:
+    the INTENT (and every Temporal payload) carries a preview and the pointer, whose sha256 binds
+    the full text into the INTENT's digest; the provider activity reads the full text back."""
+    data = envelope.message.encode("utf-8")
+    if len(data) <= INLINE_LIMIT_BYTES:
+        return envelope
+    pointer = await aput(state.artifacts, data, kind="message", media_type="text/plain; charset=utf-8")
+    body = envelope.payload.payload.model_copy(
+        update={
+            "message": envelope.message[:MESSAGE_PREVIEW_CHARS],
+            "message_artifact": pointer.model_dump(mode="json"),
+            "message_truncated": True,
+        }
+    )
+    return envelope.model_copy(update={"payload": envelope.payload.model_copy(update={"payload": body})})
 
 
 def _check_correlation(state: ApiState, envelope: IntentEnvelope) -> None:
@@ -104,6 +126,11 @@ async def ingress_intent(
         await asyncio.to_thread(_check_correlation, state, envelope)
     except AdmissionError as exc:
         return admission_response(exc)
+    try:
+        envelope = await _offload_large_message(state, envelope)
+    except ArtifactError as exc:
+        log.warning("could not store a large message: %s", exc)
+        return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
 
     workflow_id = turn_workflow_id(
         envelope.payload.stream_id, envelope.thread_id, envelope.turn_id, settings.workflow_id_prefix

@@ -8,6 +8,7 @@ from fastapi import Request
 from temporalio.client import Client
 
 from turngate.api.watcher import LedgerWatcher
+from turngate.artifacts import ArtifactStore
 from turngate.ledger import LedgerStore
 from turngate.settings import Settings
 from turngate.workflows.shared import Boundary
@@ -20,6 +21,7 @@ class ApiState:
     store: LedgerStore
     watcher: LedgerWatcher
     boundary: Boundary
+    artifacts: ArtifactStore
 
 
 def api_state(request: Request) -> ApiState:

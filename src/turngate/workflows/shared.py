@@ -84,6 +84,8 @@ class ProviderCallInput(_Model):
     messages: list[dict[str, str]]
     max_tokens: int | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
+    # The current message was over the inline limit: the activity reads it from this artifact.
+    message_artifact: dict[str, Any] | None = None
 
 
 class ProviderCallResult(_Model):

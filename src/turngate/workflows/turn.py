@@ -153,6 +153,9 @@ class TurnWorkflow:
             messages=[m.model_dump() for m in assembly.messages],
             max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
             tools=[spec.definition() for spec in offered],
+            message_artifact=envelope.payload.payload.model_extra.get("message_artifact")
+            if envelope.payload.payload.model_extra
+            else None,
         )
         payload = await self._execute(call, model, outcome, boundary)
         _admit_tool_calls(payload, offered, envelope.payload.inputs)
