@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(256 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_MESSAGE_BYTES"))
     max_body_bytes: int = Field(1024 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_BODY_BYTES"))
     token_budget: int = Field(100_000, ge=1, validation_alias=_alias("TURNGATE_TOKEN_BUDGET"))
+    # chars/3 (seed 003), or tiktoken:<encoding> when tiktoken and its encoding file are local
+    token_estimator: str = Field("chars/3", validation_alias=_alias("TURNGATE_TOKEN_ESTIMATOR"))
     wait_timeout_s: float = Field(30.0, gt=0, validation_alias=_alias("TURNGATE_WAIT_TIMEOUT_S"))
 
     # Providers
@@ -78,9 +80,7 @@ class Settings(BaseSettings):
     )
     anthropic_api_key: SecretStr | None = Field(None, validation_alias=_alias("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(None, validation_alias=_alias("ANTHROPIC_BASE_URL"))
-    anthropic_model_ids: str = Field(
-        "claude-haiku-4-5", validation_alias=_alias("ANTHROPIC_MODEL_IDS")
-    )
+    anthropic_model_ids: str = Field("claude-haiku-4-5", validation_alias=_alias("ANTHROPIC_MODEL_IDS"))
     ollama_host: str | None = Field(None, validation_alias=_alias("OLLAMA_HOST"))
     ollama_model_ids: str = Field("llama3.2:latest", validation_alias=_alias("OLLAMA_MODEL_IDS"))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from turngate.core.context import context_config_digest, load_context_config
+from turngate.core.estimators import resolve_estimator
 from turngate.core.policy import load_policy
 from turngate.prompts.loader import load_prompt_config
 from turngate.providers.registry import provider_catalog
@@ -26,5 +27,6 @@ def load_boundary(settings: Settings) -> Boundary:
         llm_task_queue=settings.llm_task_queue,
         llm_wall_clock_s=settings.llm_wall_clock_s,
         budget_tokens=settings.token_budget,
+        token_estimator=resolve_estimator(settings.token_estimator).name,
         prompt_config=prompts.model_dump(mode="json") if prompts else None,
     )

@@ -52,6 +52,7 @@ class Boundary(_Model):
     llm_task_queue: str
     llm_wall_clock_s: int
     budget_tokens: int = 100_000
+    token_estimator: str = "chars/3"  # the estimator in effect on the worker (after any fallback)
     prompt_config: dict[str, Any] | None = None
 
 

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.canonical import canonical_bytes
     from turngate.core.context import ContextConfig
     from turngate.core.decision import DecisionOutcome, decide
+    from turngate.core.estimators import get_estimator
     from turngate.core.events import Event, EventDraft, EventKind
     from turngate.core.manifest import build_denied_manifest, build_manifest
     from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
@@ -110,8 +111,14 @@ class TurnWorkflow:
         offered: list[ToolSpec] = []
         if outcome.allowed and outcome.resolution is not None:
             budget = boundary.budget_tokens if system is None or system.trim_history else 10**12
+            with workflow.unsafe.imports_passed_through():
+                estimator = get_estimator(boundary.token_estimator)  # loaded once per process
             assembly = assemble(
-                system.text if system else None, outcome.resolution, envelope.message, budget_tokens=budget
+                system.text if system else None,
+                outcome.resolution,
+                envelope.message,
+                budget_tokens=budget,
+                estimator=estimator,
             )
             if prompts is not None and system is not None:
                 offered = offered_tools(
@@ -209,6 +216,7 @@ class TurnWorkflow:
         with workflow.unsafe.imports_passed_through():
             policy = load_policy(boundary.policy_module, boundary.policy_object)
         extra: dict[str, Any] = {
+            "token_budget": {"tokens": boundary.budget_tokens, "estimator": boundary.token_estimator},
             "provider": model.provider,
             "requested_model_id": model.requested_model_id,
             "resolved_model_id": model.resolved_model_id,
