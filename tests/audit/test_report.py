@@ -1,0 +1,88 @@
+"""`turngate verify` as the CLI runs it: text and JSON, exit codes, progress lines."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.audit.helpers import Ledger, make_ledger
+from turngate.audit.report import ProgressPrinter, verify_command
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    built = make_ledger(tmp_path / "data", 12, threads=3, deny_every=5)
+    yield built
+    built.store.close()
+
+
+def run(ledger: Ledger, **kw: object) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    args: dict[str, object] = {"thread_id": None, "since": None, "until": None, "as_json": False}
+    args.update(kw)
+    code = verify_command(ledger.settings(), out=out, err=err, **args)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_an_untouched_ledger_exits_zero_with_a_summary_line(ledger: Ledger) -> None:
+    code, out, _ = run(ledger)
+    assert code == 0
+    [line] = out.splitlines()
+    assert line.startswith(
+        f"verify OK: {ledger.built.events} events, 12 decisions, {ledger.built.artifacts} artifacts"
+    )
+    assert f"head {ledger.built.head_index} sha256:" in line and "0 failure(s)" in line
+
+
+def test_every_failure_is_listed_with_its_index_and_reason(ledger: Ledger) -> None:
+    intent, execution = ledger.row("c-0000003", "INTENT"), ledger.row("c-0000003", "EXECUTION")
+    ledger.execute(
+        'UPDATE events SET payload = replace(payload, "please", "PLEASE") WHERE "index" = ?',
+        (intent["index"],),
+    )
+    ledger.execute('DELETE FROM events WHERE "index" = ?', (execution["index"],))
+    code, out, _ = run(ledger)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("verify FAILED: ")
+    assert f"FAIL index {intent['index']} c-0000003: digest_mismatch: " in out
+    assert f"FAIL index {execution['index']}" in out and "index_gap: missing index" in out
+    assert all(line.startswith(("FAIL ", "WARN ", "INFO ")) for line in lines[1:])
+    assert f"{sum(1 for line in lines if line.startswith('FAIL'))} failure(s)" in lines[0]
+
+    code, out, _ = run(ledger, as_json=True)
+    body = json.loads(out)
+    assert code == 1 and body["ok"] is False
+    assert {"kind": "digest_mismatch", "index": intent["index"]}.items() <= body["failures"][0].items()
+
+
+def test_scopes_are_named_in_the_summary(ledger: Ledger) -> None:
+    code, out, _ = run(ledger, thread_id="thread-00001", since=3, until=20)
+    assert code == 0
+    assert out.startswith("verify OK (thread 'thread-00001', indexes 3..20): ")
+
+
+def test_a_bad_context_config_exits_two(ledger: Ledger, tmp_path: Path) -> None:
+    bad = tmp_path / "context.json"
+    bad.write_text("{not json")
+    out, err = io.StringIO(), io.StringIO()
+    settings = ledger.settings(context_config_path=bad)
+    code = verify_command(settings, thread_id=None, since=None, until=None, as_json=False, out=out, err=err)
+    assert code == 2 and "not valid JSON" in err.getvalue() and out.getvalue() == ""
+
+
+def test_progress_lines_go_to_stderr() -> None:
+    err = io.StringIO()
+    printer = ProgressPrinter(err, after_s=0, every_s=0)
+    printer(50, 200)
+    printer(150, 200)
+    assert err.getvalue().splitlines() == [
+        "verify: 25% (digests and chain 50/100 events, 0 s)",
+        "verify: 75% (decisions and artifacts 50/100 events, 0 s)",
+    ]
+    quiet = io.StringIO()
+    ProgressPrinter(quiet)(1, 2)  # short runs print nothing
+    assert quiet.getvalue() == ""
