@@ -1,4 +1,4 @@
-"""`turngate` command line: dev | serve | worker | chat | config | verify.
+"""`turngate` command line: dev | serve | worker | chat | config | verify | replay | gc.
 
 Every entry point ends with os._exit(code) after a clean shutdown: Temporal's Python SDK can
 crash at interpreter exit otherwise (sdk-python#300).
@@ -245,22 +245,65 @@ async def cmd_config(args: argparse.Namespace) -> int:
 
 
 async def cmd_verify(args: argparse.Namespace) -> int:
-    from turngate.ledger import LedgerStore, verify_ledger
+    from turngate.audit.report import verify_command
 
-    settings = load_settings()
-    store = LedgerStore(args.ledger_url or settings.effective_ledger_url)
-    try:
-        report = verify_ledger(store, thread_id=args.thread)
-    finally:
-        store.close()
-    print(json.dumps(report.model_dump(mode="json"), indent=2))
-    return 0 if report.ok else 1
+    return verify_command(
+        load_settings(),
+        thread_id=args.thread,
+        since=args.since,
+        until=args.until,
+        as_json=args.json,
+        out=sys.stdout,
+        err=sys.stderr,
+        snapshot_grace=args.snapshot_grace,
+        ledger_url=args.ledger_url,
+    )
+
+
+async def cmd_replay_turn(args: argparse.Namespace) -> int:
+    from turngate.audit.report import replay_turn_command
+
+    return replay_turn_command(
+        load_settings(),
+        correlation_id=args.correlation_id,
+        as_json=args.json,
+        out=sys.stdout,
+        err=sys.stderr,
+        policy_module=args.policy,
+        ledger_url=args.ledger_url,
+    )
+
+
+async def cmd_replay_workflows(args: argparse.Namespace) -> int:
+    from turngate.audit.report import replay_workflows_command
+
+    return await replay_workflows_command(
+        load_settings(),
+        query=args.query,
+        limit=args.limit,
+        workflow_ids=args.workflow_ids,
+        as_json=args.json,
+        out=sys.stdout,
+        err=sys.stderr,
+    )
+
+
+async def cmd_gc(args: argparse.Namespace) -> int:
+    from turngate.artifacts import open_artifact_store
+    from turngate.artifacts.gc import format_report, run_gc
+
+    store = open_artifact_store(load_settings().effective_artifacts)
+    report = run_gc(store, args.older_than, dry_run=args.dry_run)
+    print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else format_report(report))
+    return 0 if not report.failed_paths else 1
 
 
 # --------------------------------------------------------------------------- parser
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from turngate.artifacts.gc import parse_duration
+
     parser = argparse.ArgumentParser(
         prog="turngate",
         description="A deterministic, durable, auditable boundary in front of LLM calls (on Temporal).",
@@ -307,10 +350,46 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="print the effective configuration (no secrets)")
     config.set_defaults(run=cmd_config)
 
-    verify = sub.add_parser("verify", help="recompute every digest and the hash chain of the ledger")
+    verify = sub.add_parser(
+        "verify", help="recompute every digest, chain link, DECISION and artifact pointer of the ledger"
+    )
     verify.add_argument("--thread", help="only this thread's events")
+    verify.add_argument("--since", type=int, metavar="N", help="first ledger index to check")
+    verify.add_argument("--until", type=int, metavar="N", help="last ledger index to check")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument(
+        "--snapshot-grace",
+        type=parse_duration,
+        metavar="DURATION",
+        help="missing snapshot artifacts older than this (the gc window, e.g. 7d) are expected",
+    )
     verify.add_argument("--ledger-url", help="default: the configured ledger")
     verify.set_defaults(run=cmd_verify)
+
+    replay = sub.add_parser(
+        "replay", help="replay a turn from the ledger, or workflow histories on this code"
+    )
+    replay_sub = replay.add_subparsers(dest="replay_command", required=True, metavar="WHAT")
+    turn = replay_sub.add_parser("turn", help="recompute one turn's DECISION from the ledger and compare")
+    turn.add_argument("correlation_id")
+    turn.add_argument("--policy", help="policy module (default: TURNGATE_POLICY_MODULE)")
+    turn.add_argument("--ledger-url", help="default: the configured ledger")
+    turn.add_argument("--json", action="store_true")
+    turn.set_defaults(run=cmd_replay_turn)
+    workflows = replay_sub.add_parser("workflows", help="replay TurnWorkflow histories from Temporal")
+    workflows.add_argument("--query", help="visibility query (default: WorkflowType='TurnWorkflow')")
+    workflows.add_argument("--limit", type=int, default=1000)
+    workflows.add_argument("--workflow-id", action="append", default=[], dest="workflow_ids")
+    workflows.add_argument("--json", action="store_true")
+    workflows.set_defaults(run=cmd_replay_workflows)
+
+    gc = sub.add_parser("gc", help="delete expired snapshot artifacts (never manifests or events)")
+    gc.add_argument(
+        "--older-than", type=parse_duration, required=True, metavar="DURATION", help="e.g. 7d, 12h"
+    )
+    gc.add_argument("--dry-run", action="store_true", help="list what would be deleted")
+    gc.add_argument("--json", action="store_true")
+    gc.set_defaults(run=cmd_gc)
     return parser
 
 

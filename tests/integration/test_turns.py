@@ -242,3 +242,13 @@ async def test_status_capabilities_health(settings) -> None:
         health = await stack.http.get("/healthz")
         assert health.status_code == 200 and health.json()["ok"] is True
         assert (await stack.http.get("/openapi.json")).status_code == 200
+
+
+async def test_verify_endpoint_for_the_ledger_and_a_thread(settings) -> None:
+    async with running_stack(settings) as stack:
+        await stack.chat("a", correlation_id="c-1", thread_id="t1")
+        await stack.chat("b", correlation_id="c-2", thread_id="t2")
+        whole = (await stack.http.get("/verify")).json()
+        assert whole["ok"] is True and whole["checked_events"] == 6 and whole["checked_decisions"] == 2
+        thread = (await stack.http.get("/verify", params={"thread_id": "t2"})).json()
+        assert thread["ok"] is True and thread["checked_events"] == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -122,6 +123,7 @@ def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
             "/tail",
             "/status",
             "/capabilities",
+            "/verify",
             "/healthz",
         ],
         "streaming": {
@@ -180,6 +182,31 @@ async def status(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
 def _sa(wf: Any, name: str) -> str | None:
     values = (wf.search_attributes or {}).get(name) or []
     return str(values[0]) if values else None
+
+
+@router.get("/verify")
+async def verify(
+    state: Annotated[ApiState, Depends(api_state)],
+    thread_id: str | None = None,
+    since: Annotated[int | None, Query(ge=0)] = None,
+    until: Annotated[int | None, Query(ge=0)] = None,
+) -> dict[str, Any]:
+    """Recompute digests, chain links, DECISION context digests and artifact pointers for a
+    thread or an index range (the whole ledger when neither is given). Never repairs anything."""
+    from turngate.audit import verify_all
+    from turngate.core.context import load_context_config
+
+    config = load_context_config(state.settings.context_config_path, os.environ)
+    report = await asyncio.to_thread(
+        verify_all,
+        state.store,
+        artifacts=state.artifacts,
+        context_config=config,
+        thread_id=thread_id,
+        since_index=since,
+        until_index=until,
+    )
+    return report.model_dump(mode="json")
 
 
 @router.get("/healthz", response_model=None)
