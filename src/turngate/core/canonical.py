@@ -7,12 +7,15 @@ exactly the code that decided.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any
 
 import rfc8785
 
 DIGEST_PREFIX = "sha256:"
+_SAFE_INT = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: larger integers are refused
+_SORT_SAFE_BELOW = "\ue000"  # keys below this sort the same by code point and by UTF-16 unit
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -22,12 +25,49 @@ class CanonicalizationError(ValueError):
     reason_code = "canonical.unrepresentable"
 
 
+def _json_writes_it_canonically(value: Any) -> bool:
+    """True when ``json.dumps(sort_keys=True)`` writes exactly the RFC 8785 bytes of ``value``:
+    no floats (their shortest form is where the two differ), no integers outside the safe range,
+    and no object keys whose code-point order differs from UTF-16 order. Strings are escaped the
+    same way by both (control characters only, lowercase ``\\u00xx``)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if -_SAFE_INT <= item <= _SAFE_INT:
+                continue
+            return False
+        if kind is dict:
+            for key, child in item.items():
+                if type(key) is not str or (not key.isascii() and max(key) >= _SORT_SAFE_BELOW):
+                    return False
+                if type(child) is not str:  # strings need no check: skip the stack
+                    stack.append(child)
+            continue
+        if kind is list or kind is tuple:
+            stack.extend(child for child in item if type(child) is not str)
+            continue
+        return False
+    return True
+
+
 def canonical_bytes(value: Any) -> bytes:
     """Serialize ``value`` as RFC 8785 canonical JSON (UTF-8 bytes).
 
     Accepts what JSON can represent: dict with str keys, list/tuple, str, int, float
     (finite), bool, None. Anything else is rejected with :class:`CanonicalizationError`.
+    Plain values (the common case: no floats) take the C JSON encoder, which writes the same
+    bytes; everything else goes through the ``rfc8785`` package.
     """
+    if _json_writes_it_canonically(value):
+        try:
+            text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            return text.encode("utf-8")
+        except (UnicodeEncodeError, ValueError, RecursionError):
+            pass  # e.g. a lone surrogate: let rfc8785 give the precise error
     try:
         return rfc8785.dumps(value)
     except rfc8785.CanonicalizationError as exc:

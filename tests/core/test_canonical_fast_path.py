@@ -1,0 +1,48 @@
+"""The C-encoder fast path of canonical_bytes writes exactly what rfc8785 writes."""
+
+from __future__ import annotations
+
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from turngate.core.canonical import CanonicalizationError, canonical_bytes
+
+keys = st.text(max_size=8)
+scalars = st.none() | st.booleans() | st.integers(min_value=-(2**60), max_value=2**60) | st.text(max_size=20)
+json_values = st.recursive(
+    scalars | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(keys, children, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(json_values)
+def test_same_bytes_as_rfc8785_or_the_same_refusal(value) -> None:
+    try:
+        expected = rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError:
+        with pytest.raises(CanonicalizationError):
+            canonical_bytes(value)
+        return
+    assert canonical_bytes(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"\ue000": 1, "\U0001f600": 2},  # code-point vs UTF-16 key order
+        {"b": '\u2028\x7f\x1f\n\t"\\', "a": [True, None, -0, 9007199254740991]},
+        {"é": 1, "e": 2, "z": {"y": [1, "ü"]}},
+    ],
+)
+def test_edge_cases(value) -> None:
+    assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+@pytest.mark.parametrize("value", [2**53, "\ud800", {"x": float("nan")}, {1: 2}])
+def test_refusals_still_refuse(value) -> None:
+    with pytest.raises(CanonicalizationError):
+        canonical_bytes(value)
