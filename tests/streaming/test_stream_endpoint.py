@@ -156,7 +156,7 @@ async def serve(
     store = LedgerStore(settings.effective_ledger_url)
     watcher = LedgerWatcher(store)
     watcher.start()
-    state = ApiState(settings, None, store, watcher, None)  # type: ignore[arg-type]
+    state = ApiState(settings, None, store, watcher, None, None)  # type: ignore[arg-type]
     app = FastAPI()
     app.include_router(stream.router)
     app.state.turngate = state
