@@ -98,6 +98,24 @@ class ContextManifest(_Frozen):
     artifacts: tuple[ArtifactPointer, ...] = ()
 
 
+def _intent_pointers(outcome: DecisionOutcome, intent: Event) -> dict[str, Any]:
+    """What a manifest says about the intent and its decision: digests and ids, never text."""
+    payload = outcome.payload
+    boundary = payload.get("boundary") or {}
+    return {
+        "event_digest": intent.digest,
+        "event_index": intent.index,
+        "thread_id": intent.thread_id,
+        "turn_id": intent.turn_id,
+        "intent_type": intent.intent_type,
+        "decision": payload.get("decision"),
+        "reason_codes": payload.get("reason_codes"),
+        "context_digest": outcome.context_digest,
+        "context_config_digest": boundary.get("context_config_digest"),
+        "policy": payload.get("policy"),
+    }
+
+
 def build_manifest(
     outcome: DecisionOutcome,
     assembly: Assembly,
@@ -115,7 +133,6 @@ def build_manifest(
     dropped ref, selected are the refs whose content is in the prompt.
     """
     resolution = outcome.resolution
-    payload = outcome.payload
     candidates: list[str] = []
     if resolution is not None:
         ranked = [(ref.event_index, ref.event_digest) for ref in resolution.resolved_refs]
@@ -123,22 +140,11 @@ def build_manifest(
         candidates = [item_digest for _, item_digest in sorted(ranked)]
     selected = [entry.item_id for entry in assembly.included if entry.included_reason == "declared_ref"]
     declared = (outcome.context_spec or {}).get("declared_refs", [])
-    boundary = payload.get("boundary") or {}
     return ContextManifest(
         run_id=run_id,
         step_id=step_id,
         snapshot_id=snapshot_id,
-        intent={
-            "event_digest": intent.digest,
-            "event_index": intent.index,
-            "thread_id": intent.thread_id,
-            "turn_id": intent.turn_id,
-            "intent_type": intent.intent_type,
-            "decision": payload.get("decision"),
-            "context_digest": outcome.context_digest,
-            "context_config_digest": boundary.get("context_config_digest"),
-            "policy": payload.get("policy"),
-        },
+        intent=_intent_pointers(outcome, intent),
         retrieval_query={"mode": "declared_refs", "declared_refs": declared},
         candidate_chunk_ids=tuple(candidates),
         selected_chunk_ids=tuple(selected),
@@ -167,24 +173,11 @@ def build_denied_manifest(
 
     resolution = outcome.resolution
     refs = list(resolution.resolved_refs) if resolution is not None else []
-    payload = outcome.payload
-    boundary = payload.get("boundary") or {}
     return ContextManifest(
         run_id=run_id,
         step_id=step_id,
         snapshot_id=snapshot_id,
-        intent={
-            "event_digest": intent.digest,
-            "event_index": intent.index,
-            "thread_id": intent.thread_id,
-            "turn_id": intent.turn_id,
-            "intent_type": intent.intent_type,
-            "decision": payload.get("decision"),
-            "reason_codes": payload.get("reason_codes"),
-            "context_digest": outcome.context_digest,
-            "context_config_digest": boundary.get("context_config_digest"),
-            "policy": payload.get("policy"),
-        },
+        intent=_intent_pointers(outcome, intent),
         retrieval_query={
             "mode": "declared_refs",
             "declared_refs": (outcome.context_spec or {}).get("declared_refs", []),
