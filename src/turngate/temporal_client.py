@@ -11,16 +11,21 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from turngate.settings import Settings
+from turngate.telemetry import temporal_interceptors, temporal_runtime
 from turngate.workflows.shared import SEARCH_ATTRIBUTES
 
 log = logging.getLogger(__name__)
 
 
 async def connect(settings: Settings) -> Client:
+    # Tracing interceptors (empty unless OTEL export is configured) are inherited by workers
+    # built from this client; the runtime carries the SDK's own metrics when asked for.
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=pydantic_data_converter,
+        interceptors=temporal_interceptors(),
+        runtime=temporal_runtime(),
     )
 
 

@@ -19,6 +19,7 @@ from turngate.core.models import ProviderCatalog, resolve_model
 from turngate.core.prompts import PromptError
 from turngate.ledger import LedgerConflictError, LedgerStore
 from turngate.prompts.pins import PromptPins
+from turngate.telemetry import TurngateMetrics, observe_ledger_event
 from turngate.workflows.shared import AppendInput, BeginTurnInput, BeginTurnResult, Boundary
 
 
@@ -29,8 +30,10 @@ class LedgerActivities:
         artifacts: ArtifactStore,
         boundary: Boundary,
         pins: PromptPins | None = None,
+        metrics: TurngateMetrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics
         self._artifacts = artifacts
         self._boundary = boundary
         self._pins = pins
@@ -101,7 +104,9 @@ class LedgerActivities:
 
     def _append(self, draft: EventDraft) -> Event:
         try:
-            return self._store.append(draft)
+            event = self._store.append(draft)
         except LedgerConflictError as exc:
             # A different event under the same (correlation_id, kind): never retried, never hidden.
             raise ApplicationError(str(exc), type="ledger.conflict", non_retryable=True) from exc
+        observe_ledger_event(event, self._metrics)
+        return event

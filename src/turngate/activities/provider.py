@@ -42,6 +42,7 @@ from turngate.providers.base import (
     ToolDefinition,
 )
 from turngate.streaming.base import NullBus, TokenPublisher
+from turngate.telemetry import TurngateMetrics, provider_span
 from turngate.workflows.shared import ProviderCallInput, ProviderCallResult
 
 log = logging.getLogger(__name__)
@@ -93,10 +94,12 @@ class ProviderActivities:
         providers: dict[str, Provider],
         bus: TokenPublisher | None = None,
         artifacts: ArtifactStore | None = None,
+        metrics: TurngateMetrics | None = None,
     ) -> None:
         self._providers = providers
         self._bus: TokenPublisher = bus or NullBus()
         self._artifacts = artifacts
+        self._metrics = metrics
 
     async def _full_message(self, pointer: dict[str, Any]) -> str:
         """The whole user message that ingress stored as an artifact (only a preview travels)."""
@@ -114,6 +117,21 @@ class ProviderActivities:
 
     @activity.defn(name="turngate.call_provider")
     async def call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
+        # A GenAI client span (content only with TURNGATE_TRACE_CONTENT) plus latency/token metrics.
+        with provider_span(
+            inp.provider,
+            inp.model,
+            metrics=self._metrics,
+            attributes={"turngate.correlation_id": inp.correlation_id},
+        ) as traced:
+            traced.record_input(inp.messages)
+            result = await self._call_provider(inp)
+            traced.record_usage(result.usage)
+            traced.record_response(model=result.model)
+            traced.record_output(result.output_text)
+            return result
+
+    async def _call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
         provider = self._providers.get(inp.provider)
         if provider is None:
             raise ApplicationError(

@@ -19,6 +19,16 @@ from turngate.artifacts import open_artifact_store
 from turngate.ledger import LedgerStore
 from turngate.settings import Settings
 from turngate.streaming import open_token_bus
+from turngate.telemetry import (
+    API_SERVICE,
+    configure_tracing,
+    default_metrics,
+    fastapi_telemetry_options,
+    flush_tracing,
+    instrument_app,
+    metrics_router,
+    turn_queue_source,
+)
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary
 
@@ -26,8 +36,11 @@ log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
+    metrics = default_metrics()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_tracing(API_SERVICE)  # before connecting: the client carries the interceptor
         boundary = load_boundary(settings)
         temporal = client or await connect(settings)
         await ensure_search_attributes(temporal, settings.temporal_namespace)
@@ -37,6 +50,8 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         app.state.token_bus = open_token_bus(settings.effective_token_bus_url)
         artifacts = open_artifact_store(settings.effective_artifacts)
         app.state.turngate = ApiState(settings, temporal, store, watcher, boundary, artifacts)
+        metrics.watch_queues(turn_queue_source(temporal, settings.turns_task_queue))
+        metrics.watch_ledger(lambda: store.head()[0])
         log.info(
             "api up: ledger=%s temporal=%s",
             settings.public_view()["effective_ledger_url"],
@@ -45,19 +60,24 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         try:
             yield
         finally:
+            metrics.unwatch()
             await watcher.stop()
             await app.state.token_bus.aclose()
             store.close()
+            flush_tracing()
 
     app = FastAPI(
         title="turngate",
         version=__version__,
         summary="A deterministic, durable, auditable boundary in front of LLM calls.",
         lifespan=lifespan,
+        **fastapi_telemetry_options(),
     )
+    instrument_app(app)
     app.include_router(ingress.router)
     app.include_router(observe.router)
     app.include_router(stream.router)
+    app.include_router(metrics_router(metrics))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_query(_: Request, exc: RequestValidationError) -> JSONResponse:

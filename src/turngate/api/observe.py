@@ -17,6 +17,7 @@ from turngate import __version__
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, Event
+from turngate.telemetry import default_metrics
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -125,6 +126,7 @@ def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
             "/capabilities",
             "/verify",
             "/healthz",
+            "/metrics",
         ],
         "streaming": {
             "events": ["token", "reset", "redact", "done"],
@@ -206,6 +208,7 @@ async def verify(
         since_index=since,
         until_index=until,
     )
+    default_metrics().record_verify(report.failures)
     return report.model_dump(mode="json")
 
 

@@ -24,6 +24,13 @@ from turngate.prompts.pins import PromptPins
 from turngate.providers.registry import build_providers, close_providers
 from turngate.settings import Settings
 from turngate.streaming import open_token_bus
+from turngate.telemetry import (
+    WORKER_SERVICE,
+    configure_tracing,
+    default_metrics,
+    flush_tracing,
+    serve_worker_metrics,
+)
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary
 from turngate.workflows.turn import TurnWorkflow
@@ -39,6 +46,7 @@ async def running_worker(
 ) -> AsyncIterator[list[Worker]]:
     """Start the turn and llm workers; on exit, shut them down gracefully."""
     boundary = load_boundary(settings)
+    configure_tracing(WORKER_SERVICE)  # before connecting: the client carries the interceptor
     client = client or await connect(settings)
     await ensure_search_attributes(client, settings.temporal_namespace)
     store = LedgerStore(settings.effective_ledger_url)
@@ -47,9 +55,10 @@ async def running_worker(
     pins = None
     if settings.prompts_dir and boundary.prompt_config:
         pins = PromptPins(settings.prompts_dir, parse_prompt_config(boundary.prompt_config), store, artifacts)
-    ledger = LedgerActivities(store, artifacts, boundary, pins)
+    metrics = default_metrics()
+    ledger = LedgerActivities(store, artifacts, boundary, pins, metrics)
     bus = open_token_bus(settings.effective_token_bus_url)
-    calls = ProviderActivities(providers, bus, artifacts)
+    calls = ProviderActivities(providers, bus, artifacts, metrics)
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [
         Worker(
@@ -68,6 +77,7 @@ async def running_worker(
         ),
     ]
     tasks = [asyncio.create_task(w.run()) for w in workers]
+    metrics_server = serve_worker_metrics(metrics=metrics)  # only with TURNGATE_WORKER_METRICS_BIND
     log.info(
         "worker up: turns=%s llm=%s (concurrency %d) policy=%s providers=%s",
         settings.turns_task_queue,
@@ -85,6 +95,9 @@ async def running_worker(
         await bus.aclose()  # after the workers: pending deltas are flushed
         executor.shutdown(wait=True)
         store.close()
+        if metrics_server is not None:
+            metrics_server.close()
+        flush_tracing()
         log.info("worker stopped")
 
 
