@@ -16,10 +16,13 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from turngate import __version__
 from turngate.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 log = logging.getLogger("turngate")
 ALLOW_ALL = "turngate.policies.allow_all"
@@ -51,10 +54,10 @@ def _uvicorn_server(app: Any, host: str, port: int) -> Any:
     return _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
 
 
-async def _serve_api(settings: Settings, stop: asyncio.Event) -> None:
+async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | None = None) -> None:
     from turngate.api.app import create_app
 
-    server = _uvicorn_server(create_app(settings), settings.host, settings.port)
+    server = _uvicorn_server(create_app(settings, client=client), settings.host, settings.port)
     task = asyncio.create_task(server.serve())
     await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
     server.should_exit = True
@@ -68,6 +71,7 @@ async def _serve_api(settings: Settings, stop: asyncio.Event) -> None:
 
 async def cmd_dev(args: argparse.Namespace) -> int:
     from turngate.devserver import DevServer
+    from turngate.temporal_client import connect
     from turngate.worker.run import running_worker
 
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
@@ -96,7 +100,9 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     server.start()
     try:
         await server.wait_ready()
-        async with running_worker(settings):
+        # One client for worker and API: a turn's first workflow task starts eagerly, in process.
+        client = await connect(settings)
+        async with running_worker(settings, client=client):
             api = f"http://{settings.host}:{settings.port}"
             print(
                 "\n".join(
@@ -114,7 +120,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                 ),
                 flush=True,
             )
-            await _serve_api(settings, stop)
+            await _serve_api(settings, stop, client)
     finally:
         print("turngate: stopping ...", flush=True)
         server.stop()

@@ -98,6 +98,8 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
             task_queue=state.settings.turns_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            # Taken only when a worker with a free slot shares this client (turngate dev).
+            request_eager_start=True,
             search_attributes=TypedSearchAttributes(
                 [
                     SearchAttributePair(SA_THREAD_ID, envelope.thread_id),
