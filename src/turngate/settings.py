@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -87,6 +87,15 @@ class Settings(BaseSettings):
     # Task queues (one per resource class)
     turns_task_queue: str = Field("turngate-turns", validation_alias=_alias("TURNGATE_TURNS_TASK_QUEUE"))
     llm_task_queue: str = Field("turngate-llm", validation_alias=_alias("TURNGATE_LLM_TASK_QUEUE"))
+    # Performance trade-offs (docs/BENCHMARKS.md). regular: the provider call is an activity on
+    # the llm queue (heartbeats, its own workers and slots); local: a local activity on the turn
+    # worker (one workflow task and ~10 history events per turn; for fast providers).
+    provider_activity: Literal["regular", "local"] = Field(
+        "regular", validation_alias=_alias("TURNGATE_PROVIDER_ACTIVITY")
+    )
+    # on: the Temporal workflow sandbox; off: plain runner (faster; determinism then rests on the
+    # replay tests). Never off unless asked.
+    workflow_sandbox: bool = Field(True, validation_alias=_alias("TURNGATE_WORKFLOW_SANDBOX"))
     # Distinguishes deployments that share one Temporal namespace (turn ids are per deployment).
     workflow_id_prefix: str = Field(
         "turn", pattern=r"^[A-Za-z0-9._-]{1,40}$", validation_alias=_alias("TURNGATE_WORKFLOW_ID_PREFIX")

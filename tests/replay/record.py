@@ -1,6 +1,6 @@
 """Record TurnWorkflow histories for the replay tests (run once per deliberate workflow change):
 
-    .venv/bin/python -m tests.replay.record
+    .venv/bin/python -m tests.replay.record [NAME ...]     # default: every scenario
 
 Never re-record just to make a failing replay test pass: a failure means the workflow code is no
 longer compatible with turns already running; guard the change with workflow.patched() instead.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,18 +21,30 @@ from turngate.temporal_client import connect
 HERE = Path(__file__).parent / "histories"
 
 
-async def record() -> None:
+SCENARIOS: dict[str, dict[str, object]] = {
+    "allow_with_refs": {},
+    "observer_deny": {"policy_module": None},
+    "llm_timeout": {"llm_wall_clock_s": 1, "echo_delay_ms": 400},
+    # The provider call as a local activity, on an unsandboxed worker (TURNGATE_PROVIDER_ACTIVITY,
+    # TURNGATE_WORKFLOW_SANDBOX): the replay tests are what checks determinism there.
+    "local_provider": {"provider_activity": "local", "workflow_sandbox": False},
+    "local_provider_timeout": {
+        "provider_activity": "local",
+        "workflow_sandbox": False,
+        "llm_wall_clock_s": 1,
+        "echo_delay_ms": 400,
+    },
+}
+
+
+async def record(names: list[str]) -> None:
     server = DevServer(db_file=None, port=free_port(), ui_port=None)
     server.start()
     try:
         await server.wait_ready()
         client = await connect(make_settings(Path(tempfile.mkdtemp()), server.address))
-        scenarios = {
-            "allow_with_refs": {},
-            "observer_deny": {"policy_module": None},
-            "llm_timeout": {"llm_wall_clock_s": 1, "echo_delay_ms": 400},
-        }
-        for name, overrides in scenarios.items():
+        for name in names:
+            overrides = SCENARIOS[name]
             settings = make_settings(Path(tempfile.mkdtemp()), server.address, **overrides)
             async with running_stack(settings) as stack:
                 await stack.chat("What is 2+2?", correlation_id="c-1", thread_id="t")
@@ -52,4 +65,4 @@ async def record() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record())
+    asyncio.run(record(sys.argv[1:] or list(SCENARIOS)))

@@ -12,25 +12,35 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 from turngate.workflows.turn import TurnWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
-COMPATIBLE = ["allow_with_refs", "observer_deny", "llm_timeout"]
+COMPATIBLE = [
+    "allow_with_refs",
+    "observer_deny",
+    "llm_timeout",
+    "local_provider",
+    "local_provider_timeout",
+]
 
 
 def _history(name: str) -> WorkflowHistory:
     return WorkflowHistory.from_json(name, (HISTORIES / f"{name}.json").read_text())
 
 
-def _replayer() -> Replayer:
-    return Replayer(workflows=[TurnWorkflow], data_converter=pydantic_data_converter)
+def _replayer(sandboxed: bool = True) -> Replayer:
+    runner = {} if sandboxed else {"workflow_runner": UnsandboxedWorkflowRunner()}
+    return Replayer(workflows=[TurnWorkflow], data_converter=pydantic_data_converter, **runner)
 
 
+# Both runners: a worker may run with TURNGATE_WORKFLOW_SANDBOX=false, and then these replays
+# (plus the sandboxed ones, which catch non-deterministic calls) are its determinism check.
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandbox", "no-sandbox"])
 @pytest.mark.parametrize("name", COMPATIBLE)
-async def test_recorded_history_replays(name: str) -> None:
-    result = await _replayer().replay_workflow(_history(name), raise_on_replay_failure=False)
+async def test_recorded_history_replays(name: str, sandboxed: bool) -> None:
+    result = await _replayer(sandboxed).replay_workflow(_history(name), raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
 
 

@@ -124,6 +124,23 @@ async def test_new_attempt_resets_live_subscribers(bus: TokenBus) -> None:
     assert events[2].text == "provider.server_error"
 
 
+async def test_a_rerun_starting_again_at_attempt_one_resets_live_subscribers(bus: TokenBus) -> None:
+    """A local provider call rerun after its worker was lost starts over at attempt 1."""
+    c = cid()
+    listener = asyncio.create_task(collect(bus, c))
+    await asyncio.sleep(0.02)
+    await bus.start(c, 1)
+    await bus.publish(c, 1, 0, "lost ")  # the worker dies here: no finish
+    await publish_answer(bus, c, ["fresh"], attempt=1)
+    events = await listener
+    assert [(e.kind, e.attempt, e.text) for e in events] == [
+        ("token", 1, "lost "),
+        ("reset", 1, ""),
+        ("token", 1, "fresh"),
+        ("finish", 1, ""),
+    ]
+
+
 async def test_late_subscriber_sees_only_the_current_attempt(bus: TokenBus) -> None:
     c = cid()
     await bus.start(c, 1)

@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 
 from turngate.artifacts import ArtifactError, ArtifactStore
 from turngate.core.canonical import canonical_bytes
-from turngate.core.events import Event, EventDraft
+from turngate.core.events import Event, EventDraft, EventKind
 from turngate.core.models import ProviderCatalog, resolve_model
 from turngate.core.prompts import PromptError
 from turngate.ledger import LedgerConflictError, LedgerStore
@@ -59,12 +59,18 @@ class LedgerActivities:
                 }
             except PromptError as exc:
                 prompt_error = {"code": exc.reason_code, "detail": exc.detail}
+        later = {
+            str(event.kind): event
+            for event in self._store.by_correlation(intent.correlation_id)
+            if event.kind != EventKind.INTENT
+        }
         return BeginTurnResult(
             intent=intent,
             candidates=candidates,
             boundary=self._boundary,
             prompt=prompt,
             prompt_error=prompt_error,
+            recorded=later,
         )
 
     @activity.defn(name="turngate.append_event")

@@ -95,11 +95,14 @@ class ProviderActivities:
         bus: TokenPublisher | None = None,
         artifacts: ArtifactStore | None = None,
         metrics: TurngateMetrics | None = None,
+        local_concurrency: int | None = None,
     ) -> None:
         self._providers = providers
         self._bus: TokenPublisher = bus or NullBus()
         self._artifacts = artifacts
         self._metrics = metrics
+        # As a local activity the call has no llm queue whose slots limit it: this does.
+        self._local_slots = asyncio.Semaphore(local_concurrency) if local_concurrency else None
 
     async def _full_message(self, pointer: dict[str, Any]) -> str:
         """The whole user message that ingress stored as an artifact (only a preview travels)."""
@@ -125,7 +128,11 @@ class ProviderActivities:
             attributes={"turngate.correlation_id": inp.correlation_id},
         ) as traced:
             traced.record_input(inp.messages)
-            result = await self._call_provider(inp)
+            if activity.info().is_local and self._local_slots is not None:
+                async with self._local_slots:
+                    result = await self._call_provider(inp)
+            else:
+                result = await self._call_provider(inp)
             traced.record_usage(result.usage)
             traced.record_response(model=result.model)
             traced.record_output(result.output_text)
@@ -151,7 +158,8 @@ class ProviderActivities:
         )
         started = time.monotonic()
         stream = _Stream(self._bus, inp.correlation_id, activity.info().attempt)
-        beat = asyncio.create_task(_heartbeat_forever())
+        # A local activity cannot heartbeat (its workflow task keeps the worker's claim).
+        beat = asyncio.create_task(_heartbeat_forever() if not activity.info().is_local else _idle())
         parts: list[str] = []
         calls: list[ToolCallChunk] = []
         usage: dict[str, int | None] = {}
@@ -232,6 +240,10 @@ async def _heartbeat_forever() -> None:
     while True:
         activity.heartbeat()
         await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+
+async def _idle() -> None:
+    await asyncio.Event().wait()
 
 
 def _application_error(exc: ProviderError) -> ApplicationError:

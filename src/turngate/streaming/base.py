@@ -159,7 +159,9 @@ class SubscriberView:
 
     def translate(self, entry: Entry) -> StreamEvent | None:
         if entry.kind == "start":
-            if entry.attempt <= 1 or not self._holds_something:
+            # Any later start voids what the subscriber holds, whatever its number: a local
+            # provider call rerun after a lost worker starts again at attempt 1.
+            if not self._holds_something:
                 return None
             event = StreamEvent(entry.id, "reset", entry.attempt, 0, "")
         else:

@@ -26,6 +26,7 @@ def load_boundary(settings: Settings) -> Boundary:
         provider_catalog=provider_catalog(settings).model_dump(mode="json"),
         llm_task_queue=settings.llm_task_queue,
         llm_wall_clock_s=settings.llm_wall_clock_s,
+        provider_activity=settings.provider_activity,
         budget_tokens=settings.token_budget,
         token_estimator=resolve_estimator(settings.token_estimator).name,
         prompt_config=prompts.model_dump(mode="json") if prompts else None,

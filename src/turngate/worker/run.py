@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
@@ -58,16 +59,21 @@ async def running_worker(
     metrics = default_metrics()
     ledger = LedgerActivities(store, artifacts, boundary, pins, metrics)
     bus = open_token_bus(settings.effective_token_bus_url)
-    calls = ProviderActivities(providers, bus, artifacts, metrics)
+    local = settings.provider_activity == "local"
+    calls = ProviderActivities(
+        providers, bus, artifacts, metrics, local_concurrency=settings.llm_concurrency if local else None
+    )
+    turn_activities = [ledger.begin_turn, ledger.append_event] + ([calls.call_provider] if local else [])
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [
         Worker(
             client,
             task_queue=settings.turns_task_queue,
             workflows=[TurnWorkflow],
-            activities=[ledger.begin_turn, ledger.append_event],
+            activities=turn_activities,
             activity_executor=executor,
-            max_concurrent_local_activities=16,
+            max_concurrent_local_activities=16 + (settings.llm_concurrency if local else 0),
+            workflow_runner=workflow_runner(settings.workflow_sandbox),
         ),
         Worker(
             client,
@@ -99,6 +105,15 @@ async def running_worker(
             metrics_server.close()
         flush_tracing()
         log.info("worker stopped")
+
+
+def workflow_runner(sandboxed: bool) -> WorkflowRunner:
+    """The sandbox re-imports the workflow module for every run (~12 ms of CPU per turn here);
+    without it, determinism rests on the replay tests of recorded histories (tests/replay)."""
+    if sandboxed:
+        return SandboxedWorkflowRunner()
+    log.warning("workflow sandbox OFF (TURNGATE_WORKFLOW_SANDBOX=false): determinism rests on replay tests")
+    return UnsandboxedWorkflowRunner()
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:

@@ -51,6 +51,7 @@ class Boundary(_Model):
     provider_catalog: dict[str, Any]
     llm_task_queue: str
     llm_wall_clock_s: int
+    provider_activity: str = "regular"  # regular | local (Settings.provider_activity)
     budget_tokens: int = 100_000
     token_estimator: str = "chars/3"  # the estimator in effect on the worker (after any fallback)
     prompt_config: dict[str, Any] | None = None
@@ -67,6 +68,9 @@ class BeginTurnResult(_Model):
     boundary: Boundary
     prompt: PromptContext | None = None
     prompt_error: dict[str, Any] | None = None  # the prompt snapshot could not be had: DENY
+    # DECISION/EXECUTION already in the ledger for this turn: a rerun of a workflow task whose
+    # worker was lost after the ledger commit but before Temporal recorded the step.
+    recorded: dict[str, Event] = {}
 
 
 class AppendInput(_Model):

@@ -98,6 +98,9 @@ class TurnWorkflow:
         )
         intent = begin.intent
         self._recorded["INTENT"] = _recorded(intent)
+        if "EXECUTION" in begin.recorded:
+            # The turn is complete in the ledger: never call the provider twice for it.
+            return self._already_recorded(intent, begin.recorded)
         boundary = begin.boundary
 
         model = resolve_model(
@@ -188,6 +191,21 @@ class TurnWorkflow:
                 "execution": self._recorded["EXECUTION"],
                 "error_code": error["code"] if error else None,
             }
+        )
+
+    def _already_recorded(self, intent: Event, recorded: dict[str, Event]) -> TurnResult:
+        decision, execution = recorded["DECISION"], recorded["EXECUTION"]
+        self._recorded |= {"DECISION": _recorded(decision), "EXECUTION": _recorded(execution)}
+        error = execution.payload.get("error")
+        return TurnResult(
+            workflow_id=workflow.info().workflow_id,
+            correlation_id=intent.correlation_id,
+            decision=decision.payload["decision"],
+            reason_codes=list(decision.payload["reason_codes"]),
+            intent=self._recorded["INTENT"],
+            decision_event=self._recorded["DECISION"],
+            execution=self._recorded["EXECUTION"],
+            error_code=error["code"] if error else None,
         )
 
     @staticmethod
@@ -286,23 +304,11 @@ class TurnWorkflow:
             "resolved_model_id": model.resolved_model_id,
             "context_digest": outcome.payload.get("context_digest"),
         }
-        wall_clock = timedelta(seconds=boundary.llm_wall_clock_s)
         try:
-            answer: ProviderCallResult = await workflow.execute_activity(
-                "turngate.call_provider",
-                call,
-                result_type=ProviderCallResult,
-                task_queue=boundary.llm_task_queue,
-                start_to_close_timeout=wall_clock,
-                schedule_to_close_timeout=wall_clock,
-                heartbeat_timeout=timedelta(seconds=10),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(milliseconds=500),
-                    maximum_attempts=3,
-                    non_retryable_error_types=NON_RETRYABLE_PROVIDER_ERRORS,
-                ),
-            )
-        except ActivityError as exc:
+            answer = await _call_provider(call, boundary)
+        except (ActivityError, TimeoutError) as exc:
+            # A local activity's timeout arrives wrapped in ActivityError when it happens and as a
+            # bare TimeoutError when replayed from its marker: both are the same outcome.
             payload["output_text"] = ""
             payload["error"] = _execution_error(exc, model.provider)
             return payload
@@ -373,6 +379,38 @@ class TurnWorkflow:
         )
 
 
+async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> ProviderCallResult:
+    """The provider call: a regular activity on the llm queue, or (``provider_activity=local``) a
+    local activity on this worker, which keeps the turn to one workflow task. Same timeout and
+    retries either way; a local call has no heartbeats (its worker's liveness is the workflow
+    task's)."""
+    wall_clock = timedelta(seconds=boundary.llm_wall_clock_s)
+    retry = RetryPolicy(
+        initial_interval=timedelta(milliseconds=500),
+        maximum_attempts=3,
+        non_retryable_error_types=NON_RETRYABLE_PROVIDER_ERRORS,
+    )
+    if boundary.provider_activity == "local":
+        return await workflow.execute_local_activity(
+            "turngate.call_provider",
+            call,
+            result_type=ProviderCallResult,
+            start_to_close_timeout=wall_clock,
+            schedule_to_close_timeout=wall_clock,
+            retry_policy=retry,
+        )
+    return await workflow.execute_activity(
+        "turngate.call_provider",
+        call,
+        result_type=ProviderCallResult,
+        task_queue=boundary.llm_task_queue,
+        start_to_close_timeout=wall_clock,
+        schedule_to_close_timeout=wall_clock,
+        heartbeat_timeout=timedelta(seconds=10),
+        retry_policy=retry,
+    )
+
+
 def _deny_for_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
     """A DECISION whose manifest could not be stored: the turn stops (seed 004)."""
     return payload | {"decision": "DENY", "reason_codes": ["SYSTEM_ERROR"], "error": error}
@@ -440,9 +478,9 @@ def _fault_snapshots(call: ProviderCallInput, payload: dict[str, Any], *, debug:
     }
 
 
-def _execution_error(exc: ActivityError, provider: str) -> dict[str, Any]:
+def _execution_error(exc: ActivityError | TimeoutError, provider: str) -> dict[str, Any]:
     """The structured, secret-free error an EXECUTION records."""
-    cause = exc.cause
+    cause = exc.cause if isinstance(exc, ActivityError) else exc
     if isinstance(cause, TimeoutError) and cause.type in (
         TimeoutType.START_TO_CLOSE,
         TimeoutType.SCHEDULE_TO_CLOSE,
