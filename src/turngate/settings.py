@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     # chars/3 (seed 003), or tiktoken:<encoding> when tiktoken and its encoding file are local
     token_estimator: str = Field("chars/3", validation_alias=_alias("TURNGATE_TOKEN_ESTIMATOR"))
     wait_timeout_s: float = Field(30.0, gt=0, validation_alias=_alias("TURNGATE_WAIT_TIMEOUT_S"))
+    # Turns admitted and not finished, per API process; beyond it ingress answers 503 queue.full.
+    turn_queue_max: int = Field(256, ge=1, validation_alias=_alias("TURNGATE_TURN_QUEUE_MAX"))
 
     # Providers
     default_provider: str | None = Field(None, validation_alias=_alias("TURNGATE_DEFAULT_PROVIDER"))

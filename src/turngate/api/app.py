@@ -13,6 +13,7 @@ from temporalio.client import Client
 
 from turngate import __version__
 from turngate.api import ingress, observe, stream
+from turngate.api.admission import TurnSlots
 from turngate.api.state import ApiState
 from turngate.api.watcher import LedgerWatcher
 from turngate.artifacts import open_artifact_store
@@ -48,6 +49,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         watcher = LedgerWatcher(store)
         watcher.start()
         app.state.token_bus = open_token_bus(settings.effective_token_bus_url)
+        app.state.turn_slots = TurnSlots(settings.turn_queue_max)
         artifacts = open_artifact_store(settings.effective_artifacts)
         app.state.turngate = ApiState(settings, temporal, store, watcher, boundary, artifacts)
         metrics.watch_queues(turn_queue_source(temporal, settings.turns_task_queue))
@@ -61,6 +63,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
             yield
         finally:
             metrics.unwatch()
+            await app.state.turn_slots.aclose()
             await watcher.stop()
             await app.state.token_bus.aclose()
             store.close()

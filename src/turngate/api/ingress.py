@@ -18,6 +18,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
+from turngate.api.admission import RELEASE_MARGIN_S, TurnSlots, turn_finished
 from turngate.api.errors import admission_response, error_response
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
@@ -128,9 +129,17 @@ async def ingress_intent(
         await asyncio.to_thread(_check_correlation, state, envelope)
     except AdmissionError as exc:
         return admission_response(exc)
+    slots: TurnSlots = request.app.state.turn_slots
+    if not slots.try_acquire():
+        response = error_response(
+            503, "queue.full", f"{slots.limit} turns are in flight (TURNGATE_TURN_QUEUE_MAX); retry later"
+        )
+        response.headers["Retry-After"] = "1"
+        return response
     try:
         envelope = await _offload_large_message(state, envelope)
     except ArtifactError as exc:
+        slots.release()
         log.warning("could not store a large message: %s", exc)
         return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
 
@@ -140,8 +149,12 @@ async def ingress_intent(
     try:
         running = await _start(state, envelope, workflow_id)
     except RPCError as exc:
+        slots.release()
         log.warning("could not start turn %s: %s", workflow_id, exc)
         return error_response(503, "temporal.unavailable", "the workflow service is unreachable; retry")
+    key = (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
+    if not running:
+        slots.release()
     if not running and not await asyncio.to_thread(_turn_events, state, envelope):
         # Temporal finished this turn but this ledger never saw it (a wiped or different ledger).
         return error_response(
@@ -151,6 +164,8 @@ async def ingress_intent(
             "use a new turn id (or a distinct TURNGATE_WORKFLOW_ID_PREFIX per deployment)",
         )
 
+    if running and (stream or not wait):
+        slots.release_when(lambda: _until_finished(state, key))
     if stream:
         # Seed 003's pipeline: token events while the provider streams, then redact or done.
         return EventSourceResponse(
@@ -158,10 +173,15 @@ async def ingress_intent(
         )
     wanted = {None: "INTENT", "decision": "DECISION", "execution": "EXECUTION"}[wait]
     events, satisfied = await state.watcher.wait_turn(
-        (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id),
+        key,
         lambda found: _satisfied(found, wanted),
         settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S,
     )
+    if running and wait:  # (a stream returned above)
+        if turn_finished(events):
+            slots.release()
+        else:
+            slots.release_when(lambda: _until_finished(state, key))
     intent = events.get("INTENT")
     response: dict[str, Any] = {
         "accepted": True,
@@ -182,6 +202,11 @@ async def ingress_intent(
             if str(kind) in events:
                 response[str(kind).lower()] = events[str(kind)].to_wire()
     return JSONResponse(response, status_code=202)
+
+
+async def _until_finished(state: ApiState, key: tuple[str, str, str]) -> None:
+    """Until the turn is finished in the ledger (bounded: its slot must come back)."""
+    await state.watcher.wait_turn(key, turn_finished, state.settings.llm_wall_clock_s + RELEASE_MARGIN_S)
 
 
 def _satisfied(events: dict[str, Event], wanted: str) -> bool:

@@ -114,6 +114,7 @@ def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
             "max_refs": boundary.context_config.get("context", {}).get("max_refs"),
             "llm_wall_clock_s": settings.llm_wall_clock_s,
             "llm_concurrency": settings.llm_concurrency,
+            "turn_queue_max": settings.turn_queue_max,
             "snapshot_max_limit": SNAPSHOT_MAX_LIMIT,
         },
         "config_digests": {"context_config_digest": boundary.context_config_digest},
@@ -136,7 +137,7 @@ def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
 
 
 @router.get("/status")
-async def status(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
+async def status(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
     """Runtime status: ledger head, running turns, LLM queue and each actor's position in it."""
     length, head = await asyncio.to_thread(state.store.head)
     turns: dict[str, Any] = {"running": None}
@@ -171,7 +172,9 @@ async def status(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
         "job_runtime": {
             "queue_sizes": {"chat.message": turns.get("in_llm_stage")},
             "active_counts": {"turns": turns["running"]},
-            "queue_max": None,
+            "queue_max": {"chat.message": state.settings.turn_queue_max},
+            # This API process's admitted, unfinished turns (TURNGATE_TURN_QUEUE_MAX applies to it).
+            "admission": request.app.state.turn_slots.status(),
             "llm": {
                 "concurrency": state.settings.llm_concurrency,
                 "wall_clock_s": state.settings.llm_wall_clock_s,
