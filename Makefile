@@ -31,7 +31,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 
 bench: $(STAMP)
-	$(BIN)/python bench/turns.py $(ARGS)
+	$(BIN)/python -m bench $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info src/*.egg-info

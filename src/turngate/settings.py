@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     # Providers
     default_provider: str | None = Field(None, validation_alias=_alias("TURNGATE_DEFAULT_PROVIDER"))
     echo_delay_ms: int = Field(0, ge=0, validation_alias=_alias("TURNGATE_ECHO_DELAY_MS"))
+    # the echo provider's time to answer (before its first chunk): a fake provider for benchmarks
+    echo_latency_ms: int = Field(0, ge=0, validation_alias=_alias("TURNGATE_ECHO_LATENCY_MS"))
     openai_api_key: SecretStr | None = Field(None, validation_alias=_alias("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(None, validation_alias=_alias("OPENAI_BASE_URL"))
     openai_model_ids: str = Field(

@@ -80,21 +80,24 @@ def count_words(text: str) -> int:
 
 
 class EchoProvider:
-    """The offline provider: deterministic, no network, optional delay between chunks."""
+    """The offline provider: deterministic, no network, optional latency and delay between chunks."""
 
     name = "echo"
     models: tuple[str, ...] = ECHO_MODELS
 
-    def __init__(self, *, delay_ms: int = 0) -> None:
+    def __init__(self, *, delay_ms: int = 0, latency_ms: int = 0) -> None:
         self._delay_s = max(0, delay_ms) / 1000.0
+        self._latency_s = max(0, latency_ms) / 1000.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EchoProvider:
-        return cls(delay_ms=settings.echo_delay_ms)
+        return cls(delay_ms=settings.echo_delay_ms, latency_ms=settings.echo_latency_ms)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
         answer = echo_answer(request)
         words = _WORD.findall(answer)
+        if self._latency_s:
+            await asyncio.sleep(self._latency_s)
         for index, word in enumerate(words):
             if index and self._delay_s:
                 await asyncio.sleep(self._delay_s)

@@ -1,0 +1,1 @@
+"""turngate benchmark suite: `python -m bench --help`."""
