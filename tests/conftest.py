@@ -26,8 +26,14 @@ for _name in (
     "TURNGATE_DATA_DIR",
     "TURNGATE_LEDGER_URL",
     "TEMPORAL_ADDRESS",
+    "TURNGATE_AUTH",
 ):
     os.environ.pop(_name, None)
+
+# The suites exercise other things than authentication: they run (and spawn `turngate serve`
+# children) in dev auth mode, unauthenticated on loopback. tests/security sets auth_mode="keys"
+# explicitly, and checks that "keys" is the default outside tests.
+os.environ["TURNGATE_AUTH"] = "dev"
 
 
 @pytest.fixture(scope="session")

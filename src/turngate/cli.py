@@ -78,8 +78,12 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {"port": args.port}
     if data_dir:
         overrides["data_dir"] = data_dir
+    if "TURNGATE_AUTH" not in os.environ:
+        # Local use: a request without credentials from this machine is let in (docs/SECURITY.md).
+        overrides["auth_mode"] = "dev"
     settings = load_settings(**overrides)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    dev_key = _dev_key(settings)
     if not settings.policy_module:
         settings = settings.model_copy(update={"policy_module": ALLOW_ALL})
         os.environ.setdefault("TURNGATE_POLICY_MODULE", ALLOW_ALL)
@@ -113,6 +117,9 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                         f"  Temporal UI    {server.ui_url}",
                         f"  data dir       {settings.data_dir}",
                         f"  providers      {', '.join(_provider_names(settings))}",
+                        f"  auth           {settings.auth_mode} (TURNGATE_AUTH)",
+                        f"  dev API key    {dev_key}",
+                        "                 (tenant dev, all roles; export TURNGATE_API_KEY=... for chat)",
                         "",
                         '  try:  turngate chat "hello"        (Ctrl-C stops everything)',
                         "",
@@ -125,6 +132,15 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         print("turngate: stopping ...", flush=True)
         server.stop()
     return 0
+
+
+def _dev_key(settings: Settings) -> str:
+    """A fresh admin key of tenant ``dev`` for this `turngate dev` session (printed once)."""
+    from turngate.ledger import LedgerStore
+    from turngate.security.keys import KeyStore
+
+    with LedgerStore(settings.effective_ledger_url) as store:
+        return KeyStore(store.engine).create("dev", "admin", name="turngate dev").secret
 
 
 def _provider_names(settings: Settings) -> list[str]:
@@ -200,7 +216,8 @@ async def cmd_chat(args: argparse.Namespace) -> int:
     envelope = {"interface_version": 3, "correlation_id": correlation_id, "payload": payload}
     url = args.url.rstrip("/")
     try:
-        async with httpx.AsyncClient(timeout=args.timeout + 5) as http:
+        headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+        async with httpx.AsyncClient(timeout=args.timeout + 5, headers=headers) as http:
             resp = await http.post(f"{url}/ingress/intent", params={"wait": "execution"}, json=envelope)
     except httpx.HTTPError as exc:
         print(f"error: cannot reach turngate at {url}: {exc} (is `make dev` running?)", file=sys.stderr)
@@ -350,6 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--correlation-id", help="default: a fresh random id")
     chat.add_argument("--url", default=os.environ.get("TURNGATE_URL", "http://127.0.0.1:8010"))
     chat.add_argument("--timeout", type=float, default=60.0)
+    chat.add_argument(
+        "--api-key",
+        default=os.environ.get("TURNGATE_API_KEY"),
+        help="API key sent as a bearer token (default: TURNGATE_API_KEY)",
+    )
     chat.add_argument("--json", action="store_true", help="print the raw response")
     chat.set_defaults(run=cmd_chat)
 
@@ -396,6 +418,10 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--dry-run", action="store_true", help="list what would be deleted")
     gc.add_argument("--json", action="store_true")
     gc.set_defaults(run=cmd_gc)
+
+    from turngate.security.cli import add_keys_parser
+
+    add_keys_parser(sub)
     return parser
 
 

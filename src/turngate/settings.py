@@ -105,6 +105,18 @@ class Settings(BaseSettings):
         "turn", pattern=r"^[A-Za-z0-9._-]{1,40}$", validation_alias=_alias("TURNGATE_WORKFLOW_ID_PREFIX")
     )
 
+    # Trust boundary (docs/SECURITY.md). keys: every route but /healthz needs an API key;
+    # dev: a request without credentials from a loopback address is an unscoped admin (used by
+    # `turngate dev` unless TURNGATE_AUTH is set; never the default).
+    auth_mode: Literal["keys", "dev"] = Field("keys", validation_alias=_alias("TURNGATE_AUTH"))
+    # Per-key token bucket: sustained requests per second and burst size.
+    rate_limit_per_s: float = Field(20.0, gt=0, validation_alias=_alias("TURNGATE_RATE_LIMIT_PER_S"))
+    rate_limit_burst: int = Field(40, ge=1, validation_alias=_alias("TURNGATE_RATE_LIMIT_BURST"))
+    # Open SSE streams (/tail, /turns/{id}/stream, ?stream=true) per key.
+    max_streams_per_key: int = Field(8, ge=1, validation_alias=_alias("TURNGATE_MAX_STREAMS_PER_KEY"))
+    max_declared_refs: int = Field(256, ge=0, validation_alias=_alias("TURNGATE_MAX_DECLARED_REFS"))
+    max_declared_tools: int = Field(20, ge=0, validation_alias=_alias("TURNGATE_MAX_DECLARED_TOOLS"))
+
     # API
     host: str = Field("127.0.0.1", validation_alias=_alias("TURNGATE_HOST"))
     port: int = Field(8010, validation_alias=_alias("TURNGATE_PORT"))

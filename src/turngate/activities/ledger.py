@@ -44,7 +44,12 @@ class LedgerActivities:
         """Record the INTENT, fetch the candidate events for its declared refs (O(refs)) and,
         with prompt packs, the thread's pinned prompt snapshot."""
         intent = self._append(inp.intent)
-        candidates = self._store.fetch_ref_candidates(intent.thread_id, inp.ref_ids) if inp.ref_ids else []
+        # Refs resolve within the intent's tenant only (another tenant's event is REF_NOT_FOUND).
+        candidates = (
+            self._store.fetch_ref_candidates(intent.thread_id, inp.ref_ids, tenant_id=intent.tenant_id)
+            if inp.ref_ids
+            else []
+        )
         prompt, prompt_error = None, None
         model = resolve_model(intent.payload.get("requested_model_id"), self._catalog)
         if self._pins is not None and model.ok and model.provider:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -23,7 +24,17 @@ from turngate.api.errors import admission_response, error_response
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
 from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, aput
-from turngate.core.events import AdmissionError, Event, EventKind, IntentEnvelope, parse_intent
+from turngate.core.events import (
+    AdmissionError,
+    Event,
+    EventKind,
+    IntentEnvelope,
+    IntentPrincipal,
+    parse_intent,
+)
+from turngate.security.auth import request_principal
+from turngate.security.principal import Principal
+from turngate.security.streams import stream_slots, too_many_streams
 from turngate.workflows.shared import SA_ACTOR, SA_THREAD_ID, SA_TURN_ID, TurnInput, turn_workflow_id
 from turngate.workflows.turn import TurnWorkflow
 
@@ -46,7 +57,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def _turn_events(state: ApiState, envelope: IntentEnvelope) -> dict[str, Event]:
-    events = state.store.turn_events(envelope.thread_id, envelope.turn_id)
+    events = state.store.turn_events(envelope.thread_id, envelope.turn_id, tenant_id=envelope.tenant_id)
     return {str(e.kind): e for e in events if e.stream_id == envelope.payload.stream_id}
 
 
@@ -71,9 +82,26 @@ async def _offload_large_message(state: ApiState, envelope: IntentEnvelope) -> I
     return envelope.model_copy(update={"payload": envelope.payload.model_copy(update={"payload": body})})
 
 
-def _check_correlation(state: ApiState, envelope: IntentEnvelope) -> None:
-    """A correlation id names one turn; reusing it for another turn is refused up front."""
+#: Said for an id another tenant holds: nothing about that tenant's turn or thread.
+ID_IN_USE = "is already in use; choose another (ids are unique across the gateway)"
+
+
+def _check_correlation(state: ApiState, envelope: IntentEnvelope, scoped: bool) -> None:
+    """A correlation id names one turn; reusing it for another turn is refused up front. With a
+    tenant-scoped caller, another tenant's id or thread is refused without naming anything."""
+    if scoped and state.store.thread_tenants(envelope.thread_id) - {envelope.tenant_id}:
+        raise AdmissionError(
+            "admission.correlation_conflict",
+            f"thread_id {envelope.thread_id!r} {ID_IN_USE}",
+            "payload.thread_id",
+        )
     for event in state.store.by_correlation(envelope.correlation_id):
+        if scoped and event.tenant_id != envelope.tenant_id:
+            raise AdmissionError(
+                "admission.correlation_conflict",
+                f"correlation_id {envelope.correlation_id!r} {ID_IN_USE}",
+                "correlation_id",
+            )
         same_turn = (event.stream_id, event.thread_id, event.turn_id) == (
             envelope.payload.stream_id,
             envelope.thread_id,
@@ -101,6 +129,9 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             # Taken only when a worker with a free slot shares this client (turngate dev).
             request_eager_start=True,
+            # bounded: a start that never answers becomes 503 temporal.unavailable, not a hung
+            # request (a retry of the same turn is safe: USE_EXISTING)
+            rpc_timeout=START_RPC_TIMEOUT,
             search_attributes=TypedSearchAttributes(
                 [
                     SearchAttributePair(SA_THREAD_ID, envelope.thread_id),
@@ -114,6 +145,9 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
     return True
 
 
+START_RPC_TIMEOUT = timedelta(seconds=10)
+
+
 @router.post("/ingress/intent", status_code=202)
 async def ingress_intent(
     request: Request,
@@ -123,14 +157,26 @@ async def ingress_intent(
 ) -> Response:
     """Declare an intent. 202 once its INTENT is durably recorded; `?wait=` blocks (bounded)."""
     settings = state.settings
+    principal = request_principal(request)
     try:
         body = await _read_body(request, settings.max_body_bytes)
-        envelope = parse_intent(body, max_message_bytes=settings.max_message_bytes)
-        await asyncio.to_thread(_check_correlation, state, envelope)
+        envelope = parse_intent(
+            body,
+            max_message_bytes=settings.max_message_bytes,
+            max_refs=settings.max_declared_refs,
+            max_tools=settings.max_declared_tools,
+        )
+        envelope = _with_principal(envelope, principal)
+        await asyncio.to_thread(_check_correlation, state, envelope, principal.tenant_id is not None)
     except AdmissionError as exc:
         return admission_response(exc)
+    streams = stream_slots(request)
+    if stream and not streams.try_acquire(principal.limit_key):
+        return too_many_streams(streams.per_key)
     slots: TurnSlots = request.app.state.turn_slots
     if not slots.try_acquire():
+        if stream:
+            streams.release(principal.limit_key)
         response = error_response(
             503, "queue.full", f"{slots.limit} turns are in flight (TURNGATE_TURN_QUEUE_MAX); retry later"
         )
@@ -140,6 +186,8 @@ async def ingress_intent(
         envelope = await _offload_large_message(state, envelope)
     except ArtifactError as exc:
         slots.release()
+        if stream:
+            streams.release(principal.limit_key)
         log.warning("could not store a large message: %s", exc)
         return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
 
@@ -150,6 +198,8 @@ async def ingress_intent(
         running = await _start(state, envelope, workflow_id)
     except RPCError as exc:
         slots.release()
+        if stream:
+            streams.release(principal.limit_key)
         log.warning("could not start turn %s: %s", workflow_id, exc)
         return error_response(503, "temporal.unavailable", "the workflow service is unreachable; retry")
     key = (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
@@ -157,6 +207,8 @@ async def ingress_intent(
         slots.release()
     if not running and not await asyncio.to_thread(_turn_events, state, envelope):
         # Temporal finished this turn but this ledger never saw it (a wiped or different ledger).
+        if stream:
+            streams.release(principal.limit_key)
         return error_response(
             409,
             "turn.closed_elsewhere",
@@ -168,9 +220,14 @@ async def ingress_intent(
         slots.release_when(lambda: _until_finished(state, key))
     if stream:
         # Seed 003's pipeline: token events while the provider streams, then redact or done.
-        return EventSourceResponse(
-            stream_turn_events(state, envelope.correlation_id, None, bus=request.app.state.token_bus)
+        messages = stream_turn_events(
+            state,
+            envelope.correlation_id,
+            None,
+            bus=request.app.state.token_bus,
+            tenant_id=principal.tenant_id,
         )
+        return EventSourceResponse(streams.hold(principal.limit_key, messages))
     wanted = {None: "INTENT", "decision": "DECISION", "execution": "EXECUTION"}[wait]
     events, satisfied = await state.watcher.wait_turn(
         key,
@@ -202,6 +259,14 @@ async def ingress_intent(
             if str(kind) in events:
                 response[str(kind).lower()] = events[str(kind)].to_wire()
     return JSONResponse(response, status_code=202)
+
+
+def _with_principal(envelope: IntentEnvelope, principal: Principal) -> IntentEnvelope:
+    """The envelope with the authenticated principal (recorded in the INTENT); none without a key."""
+    if principal.key_id is None:
+        return envelope
+    who = IntentPrincipal(tenant_id=principal.tenant_id, key_id=principal.key_id)
+    return envelope.model_copy(update={"principal": who})
 
 
 async def _until_finished(state: ApiState, key: tuple[str, str, str]) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -17,28 +18,39 @@ from turngate import __version__
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, Event
+from turngate.security.auth import request_principal
+from turngate.security.principal import ROLES
+from turngate.security.routes import PUBLIC, ROUTE_ROLES
+from turngate.security.streams import stream_slots, too_many_streams
 from turngate.telemetry import default_metrics
 
 log = logging.getLogger(__name__)
 router = APIRouter()
 
 SNAPSHOT_MAX_LIMIT = 1000
+#: Upper bound of index-like query parameters (a 64-bit database integer; larger is a 422).
+MAX_INDEX = 2**62
+#: A thread id no event has (ids are client strings; this prefix plus a uuid is never sent).
+NO_SUCH_THREAD = "turngate:no-such-thread:"
 TAIL_BATCH = 500
 TAIL_PING_S = 15
 
 
 @router.get("/snapshot")
 def snapshot(
+    request: Request,
     state: Annotated[ApiState, Depends(api_state)],
     limit: Annotated[int, Query(ge=1, le=SNAPSHOT_MAX_LIMIT)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_INDEX)] = 0,
     stream_id: str | None = None,
     lane: str | None = None,
     thread_id: str | None = None,
 ) -> dict[str, Any]:
-    """A page of the ledger. `offset` is a position within the filtered result; `length` counts it."""
+    """A page of the ledger (the caller's tenant only). `offset` is a position within the
+    filtered result; `length` counts it."""
+    tenant = request_principal(request).tenant_id
     length, events = state.store.snapshot(
-        offset=offset, limit=limit, stream_id=stream_id, lane=lane, thread_id=thread_id
+        offset=offset, limit=limit, stream_id=stream_id, lane=lane, thread_id=thread_id, tenant_id=tenant
     )
     _, head = state.store.head()
     return {
@@ -54,26 +66,33 @@ def _sse(event: Event) -> dict[str, str]:
     return {"id": str(event.index), "event": "envelope", "data": json.dumps(event.to_wire())}
 
 
-@router.get("/tail")
+@router.get("/tail", response_model=None)
 async def tail(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],
-    since: Annotated[int | None, Query(ge=-1)] = None,
+    since: Annotated[int | None, Query(ge=-1, le=MAX_INDEX)] = None,
     backlog: Annotated[int, Query(ge=0, le=SNAPSHOT_MAX_LIMIT)] = 20,
     stream_id: str | None = None,
     lanes: str | None = None,
     last_event_id: Annotated[str | None, Header()] = None,
-) -> EventSourceResponse:
-    """Live events as SSE (`id: <index>`, `event: envelope`). Resumes after `Last-Event-ID`,
-    else after `since`, else starts with the last `backlog` events."""
+) -> EventSourceResponse | JSONResponse:
+    """Live events of the caller's tenant as SSE (`id: <index>`, `event: envelope`). Resumes
+    after `Last-Event-ID`, else after `since`, else starts with the last `backlog` events."""
+    principal = request_principal(request)
+    tenant = principal.tenant_id
+    streams = stream_slots(request)
+    if not streams.try_acquire(principal.limit_key):
+        return too_many_streams(streams.per_key)
     lane_list = [part for part in (lanes or "").split(",") if part] or None
     if last_event_id and last_event_id.strip().lstrip("-").isdigit():
-        since = int(last_event_id)
+        since = max(-1, min(int(last_event_id), MAX_INDEX))
     store, watcher = state.store, state.watcher
 
     async def events() -> AsyncIterator[dict[str, str]]:
         if since is None:
-            first = await asyncio.to_thread(store.last, backlog, stream_id=stream_id, lanes=lane_list)
+            first = await asyncio.to_thread(
+                store.last, backlog, stream_id=stream_id, lanes=lane_list, tenant_id=tenant
+            )
             cursor = first[-1].index if first else (await asyncio.to_thread(store.head))[0] - 1
         else:
             first, cursor = [], since
@@ -82,7 +101,7 @@ async def tail(
         while not await request.is_disconnected():
             generation = watcher.generation
             batch = await asyncio.to_thread(
-                store.since, cursor, limit=TAIL_BATCH, stream_id=stream_id, lanes=lane_list
+                store.since, cursor, limit=TAIL_BATCH, stream_id=stream_id, lanes=lane_list, tenant_id=tenant
             )
             for event in batch:
                 yield _sse(event)
@@ -90,7 +109,7 @@ async def tail(
             if len(batch) < TAIL_BATCH:
                 await watcher.wait_change(generation, TAIL_PING_S)
 
-    return EventSourceResponse(events(), ping=TAIL_PING_S)
+    return EventSourceResponse(streams.hold(principal.limit_key, events()), ping=TAIL_PING_S)
 
 
 @router.get("/capabilities")
@@ -116,6 +135,18 @@ def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
             "llm_concurrency": settings.llm_concurrency,
             "turn_queue_max": settings.turn_queue_max,
             "snapshot_max_limit": SNAPSHOT_MAX_LIMIT,
+            "max_declared_refs": settings.max_declared_refs,
+            "max_declared_tools": settings.max_declared_tools,
+            "rate_limit_per_s": settings.rate_limit_per_s,
+            "rate_limit_burst": settings.rate_limit_burst,
+            "max_streams_per_key": settings.max_streams_per_key,
+        },
+        # How callers authenticate (never a key): docs/SECURITY.md.
+        "auth": {
+            "mode": settings.auth_mode,
+            "scheme": "bearer",
+            "roles": sorted(ROLES),
+            "public": sorted(p for p, role in ROUTE_ROLES.items() if role == PUBLIC),
         },
         "config_digests": {"context_config_digest": boundary.context_config_digest},
         "surfaces": [
@@ -138,7 +169,9 @@ def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
 
 @router.get("/status")
 async def status(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
-    """Runtime status: ledger head, running turns, LLM queue and each actor's position in it."""
+    """Runtime status: ledger head, running turns, LLM queue and each actor's position in it
+    (actor positions only for unscoped callers: actors are tenant data; counts are not)."""
+    scoped = request_principal(request).tenant_id is not None
     length, head = await asyncio.to_thread(state.store.head)
     turns: dict[str, Any] = {"running": None}
     queue_position: dict[str, int] = {}
@@ -157,7 +190,7 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         )
         for position, wf in enumerate(allowed, start=1):
             actor = _sa(wf, "TurngateActor")
-            if actor and actor not in queue_position:
+            if actor and actor not in queue_position and not scoped:
                 queue_position[actor] = position
         turns["in_llm_stage"] = len(allowed)
     except Exception as exc:  # status must answer even when Temporal does not
@@ -189,28 +222,46 @@ def _sa(wf: Any, name: str) -> str | None:
     return str(values[0]) if values else None
 
 
-@router.get("/verify")
+@router.get("/verify", response_model=None)
 async def verify(
+    request: Request,
     state: Annotated[ApiState, Depends(api_state)],
     thread_id: str | None = None,
-    since: Annotated[int | None, Query(ge=0)] = None,
-    until: Annotated[int | None, Query(ge=0)] = None,
-) -> dict[str, Any]:
+    since: Annotated[int | None, Query(ge=0, le=MAX_INDEX)] = None,
+    until: Annotated[int | None, Query(ge=0, le=MAX_INDEX)] = None,
+) -> dict[str, Any] | JSONResponse:
     """Recompute digests, chain links, DECISION context digests and artifact pointers for a
-    thread or an index range (the whole ledger when neither is given). Never repairs anything."""
+    thread or an index range (the whole ledger when neither is given). Never repairs anything.
+
+    A tenant-scoped key verifies one of its threads (`thread_id` is required); another tenant's
+    thread answers exactly like a thread that does not exist."""
     from turngate.audit import verify_all
     from turngate.core.context import load_context_config
 
+    tenant = request_principal(request).tenant_id
+    scope_thread = thread_id
+    if tenant is not None:
+        if thread_id is None:
+            return error_response(
+                422,
+                "verify.thread_required",
+                "a tenant-scoped key verifies one thread at a time: pass ?thread_id= "
+                "(the whole ledger: an operator key, tenant '*', or `turngate verify`)",
+            )
+        if await asyncio.to_thread(state.store.thread_tenants, thread_id) - {tenant}:
+            scope_thread = f"{NO_SUCH_THREAD}{uuid.uuid4().hex}"  # verify nothing, answer as absent
     config = load_context_config(state.settings.context_config_path, os.environ)
     report = await asyncio.to_thread(
         verify_all,
         state.store,
         artifacts=state.artifacts,
         context_config=config,
-        thread_id=thread_id,
+        thread_id=scope_thread,
         since_index=since,
         until_index=until,
     )
+    if scope_thread != thread_id:
+        report = report.model_copy(update={"thread_id": thread_id})
     default_metrics().record_verify(report.failures)
     return report.model_dump(mode="json")
 

@@ -35,6 +35,8 @@ from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.api.watcher import TurnKey, turn_key
 from turngate.core.events import Event
+from turngate.security.auth import request_principal
+from turngate.security.streams import stream_slots, too_many_streams
 from turngate.streaming.base import StreamEvent, TokenSubscriber
 
 log = logging.getLogger(__name__)
@@ -64,14 +66,17 @@ def _finished(events: dict[str, Event]) -> bool:
     return "EXECUTION" in events or (decision is not None and decision.payload.get("decision") != "ALLOW")
 
 
-async def find_turn(state: ApiState, correlation_id: str, timeout_s: float) -> list[Event]:
+async def find_turn(
+    state: ApiState, correlation_id: str, timeout_s: float, tenant_id: str | None = None
+) -> list[Event]:
     """The turn's events (ordered by index), waiting up to ``timeout_s`` for its INTENT to be
-    recorded (the workflow may not have written it yet); [] when it never appears."""
+    recorded (the workflow may not have written it yet); [] when it never appears. With
+    ``tenant_id``, another tenant's turn is never found (as if it did not exist)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
         generation = state.watcher.generation  # read before the query: no change can slip between
-        events = await asyncio.to_thread(state.store.by_correlation, correlation_id)
+        events = await asyncio.to_thread(state.store.by_correlation, correlation_id, tenant_id=tenant_id)
         if events:
             return events
         remaining = deadline - loop.time()
@@ -166,6 +171,7 @@ async def stream_turn_events(
     *,
     bus: TokenSubscriber | None = None,
     find_timeout_s: float | None = None,
+    tenant_id: str | None = None,
 ) -> AsyncIterator[dict[str, str]]:
     """The turn's SSE messages (dicts for ``EventSourceResponse``), ending after ``done``/``redact``.
 
@@ -173,11 +179,12 @@ async def stream_turn_events(
     bus the answer arrives in one ``token`` once recorded). A turn that is not recorded within
     ``find_timeout_s`` (default ``settings.wait_timeout_s``) yields one ``error`` event with
     ``reason_code: turn.not_found`` (the HTTP endpoint answers 404 before streaming instead).
+    ``tenant_id``: the caller's tenant (None: unscoped); another tenant's turn is not found.
     """
     if bus is None:
         bus = getattr(state, "token_bus", None)
     timeout = state.settings.wait_timeout_s if find_timeout_s is None else find_timeout_s
-    found = await find_turn(state, correlation_id, timeout)
+    found = await find_turn(state, correlation_id, timeout, tenant_id)
     if not found:
         yield _sse("error", {"reason_code": "turn.not_found", "correlation_id": correlation_id})
         return
@@ -258,14 +265,21 @@ async def turn_stream(
 ) -> EventSourceResponse | JSONResponse:
     """The turn's answer as SSE: live tokens, then ``done`` (or ``redact``); resumable with
     ``Last-Event-ID``; the whole answer for a client that connects late. 404 ``turn.not_found``
-    when no such turn is recorded within ``TURNGATE_WAIT_TIMEOUT_S``."""
-    if not await find_turn(state, correlation_id, state.settings.wait_timeout_s):
+    when no such turn (of the caller's tenant) is recorded within ``TURNGATE_WAIT_TIMEOUT_S``."""
+    principal = request_principal(request)
+    tenant = principal.tenant_id
+    if not await find_turn(state, correlation_id, state.settings.wait_timeout_s, tenant):
         return error_response(
             404,
             "turn.not_found",
             f"no turn with correlation_id {correlation_id!r} was recorded within "
             f"{state.settings.wait_timeout_s:g}s",
         )
+    streams = stream_slots(request)
+    if not streams.try_acquire(principal.limit_key):
+        return too_many_streams(streams.per_key)
     bus: TokenSubscriber | None = getattr(request.app.state, "token_bus", None)
-    messages = stream_turn_events(state, correlation_id, last_event_id, bus=bus, find_timeout_s=0)
-    return EventSourceResponse(messages, ping=STREAM_PING_S)
+    messages = stream_turn_events(
+        state, correlation_id, last_event_id, bus=bus, find_timeout_s=0, tenant_id=tenant
+    )
+    return EventSourceResponse(streams.hold(principal.limit_key, messages), ping=STREAM_PING_S)

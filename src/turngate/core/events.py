@@ -18,6 +18,9 @@ from turngate.core.canonical import canonical_bytes, digest_bytes
 INTERFACE_VERSION = 3
 KNOWN_INTENT_TYPES: frozenset[str] = frozenset({"chat.message"})
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024
+#: Admission caps on list sizes (a DoS guard; the context config's max_refs still decides).
+DEFAULT_MAX_DECLARED_REFS = 256
+DEFAULT_MAX_DECLARED_TOOLS = 20
 OBS_KEY = "_obs"
 
 NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -84,15 +87,31 @@ class IntentPayload(_Strict):
     requested_model_id: NonEmptyStr | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
     declared_refs: list[DeclaredRef] = Field(default_factory=list)
-    declared_tools: list[ToolName] = Field(default_factory=list, max_length=20)
+    declared_tools: list[ToolName] = Field(default_factory=list)
     budget: Budget | None = None
     payload: IntentBody
+
+
+class IntentPrincipal(_Strict):
+    """Who declared the intent, as the gateway authenticated it (never the secret itself).
+
+    Set by the API from the caller's credentials, never taken from the request body; recorded in
+    the INTENT's payload (so inside its digest and its identity) and as the events' tenant.
+    """
+
+    tenant_id: NonEmptyStr | None = None  # None: an unscoped (operator) key
+    key_id: str | None = None
+
+
+#: Envelope fields only the gateway sets: dropped from a client's body before validation.
+SERVER_OWNED_FIELDS: tuple[str, ...] = ("principal",)
 
 
 class IntentEnvelope(_Strict):
     interface_version: Literal[3]
     correlation_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
     payload: IntentPayload
+    principal: IntentPrincipal | None = None
 
     @property
     def thread_id(self) -> str:
@@ -106,10 +125,15 @@ class IntentEnvelope(_Strict):
     def message(self) -> str:
         return self.payload.payload.message
 
+    @property
+    def tenant_id(self) -> str | None:
+        return self.principal.tenant_id if self.principal else None
+
     def intent_event_payload(self) -> dict[str, Any]:
-        """The INTENT event's payload: everything the client declared except identity columns."""
+        """The INTENT event's payload: everything the client declared except identity columns,
+        plus the authenticated principal (absent for unauthenticated intents)."""
         p = self.payload
-        return {
+        body: dict[str, Any] = {
             "interface_version": self.interface_version,
             "requested_model_id": p.requested_model_id,
             "inputs": p.inputs,
@@ -118,6 +142,9 @@ class IntentEnvelope(_Strict):
             "budget": p.budget.model_dump(mode="json", exclude_none=True) if p.budget else None,
             "payload": p.payload.model_dump(mode="json"),
         }
+        if self.principal is not None:
+            body["principal"] = self.principal.model_dump(mode="json")
+        return body
 
     def draft(self) -> EventDraft:
         """The INTENT event this envelope becomes."""
@@ -133,6 +160,7 @@ class IntentEnvelope(_Strict):
             actor=p.actor,
             intent_type=p.intent_type,
             payload=self.intent_event_payload(),
+            tenant_id=self.tenant_id,
         )
 
 
@@ -158,6 +186,8 @@ def parse_intent(
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     known_intent_types: frozenset[str] = KNOWN_INTENT_TYPES,
+    max_refs: int = DEFAULT_MAX_DECLARED_REFS,
+    max_tools: int = DEFAULT_MAX_DECLARED_TOOLS,
 ) -> IntentEnvelope:
     """Parse and validate an intent envelope, raising :class:`AdmissionError` on bad input."""
     if isinstance(raw, bytes | str):
@@ -169,6 +199,7 @@ def parse_intent(
         data = raw
     if not isinstance(data, dict):
         raise AdmissionError("admission.invalid_type", "the envelope must be a JSON object")
+    data = {key: value for key, value in data.items() if key not in SERVER_OWNED_FIELDS}
     try:
         envelope = IntentEnvelope.model_validate(data)
     except ValidationError as exc:
@@ -181,6 +212,10 @@ def parse_intent(
             f"intent_type {envelope.payload.intent_type!r} is not one of {sorted(known_intent_types)}",
             "payload.intent_type",
         )
+    _check_count("declared_refs", len(envelope.payload.declared_refs), max_refs, "admission.too_many_refs")
+    _check_count(
+        "declared_tools", len(envelope.payload.declared_tools), max_tools, "admission.too_many_tools"
+    )
     size = len(envelope.message.encode("utf-8"))
     if size > max_message_bytes:
         raise AdmissionError(
@@ -189,10 +224,19 @@ def parse_intent(
             "payload.payload.message",
         )
     try:
-        canonical_bytes(envelope.intent_event_payload())
+        canonical = canonical_bytes(envelope.intent_event_payload())
+        # What is stored must read back as itself: e.g. the float 1e16 is written as the digits
+        # 10000000000000000, which read back as an integer beyond the RFC 8785 safe range.
+        if canonical_bytes(json.loads(canonical)) != canonical:
+            raise ValueError("a number does not read back as itself from canonical JSON")
     except ValueError as exc:
-        raise AdmissionError("admission.invalid_value", str(exc)) from exc
+        raise AdmissionError("admission.invalid_value", f"{exc} (send such numbers as strings)") from exc
     return envelope
+
+
+def _check_count(name: str, count: int, limit: int, reason_code: str) -> None:
+    if count > limit:
+        raise AdmissionError(reason_code, f"{count} {name}; the limit is {limit}", f"payload.{name}")
 
 
 # --------------------------------------------------------------------------- ledger events
@@ -213,6 +257,9 @@ class EventDraft(BaseModel):
     actor: str = "user"
     intent_type: str = "chat.message"
     payload: dict[str, Any] = Field(default_factory=dict)
+    # The tenant of the turn (from its INTENT's principal; None when unauthenticated). Not in the
+    # digest scope itself: the INTENT's ``payload.principal`` carries it into the digests.
+    tenant_id: str | None = None
 
 
 class Event(EventDraft):

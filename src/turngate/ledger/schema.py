@@ -54,6 +54,9 @@ events = Table(
     Column("digest", Text, nullable=False),
     Column("prev_event_digest", Text, nullable=True),
     Column("created_at", Text, nullable=False),
+    # The tenant whose INTENT started the turn (NULL: recorded without authentication, e.g.
+    # `turngate dev` or before migration 0003). Every read surface filters on it.
+    Column("tenant_id", Text, nullable=True),
     UniqueConstraint("correlation_id", "kind", name="uq_events_correlation_id_kind"),
     Index("ix_events_thread_id_index", "thread_id", "index"),
     Index("ix_events_correlation_id", "correlation_id"),
@@ -62,6 +65,21 @@ events = Table(
     Index("ix_events_turn_id", "turn_id"),
     Index("ix_events_digest", "digest"),
     Index("ix_events_stream_id_lane_index", "stream_id", "lane", "index"),
+    Index("ix_events_tenant_id_index", "tenant_id", "index"),
+)
+
+#: API keys (docs/SECURITY.md): only the sha256 of each secret is stored, never the secret.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("key_id", Text, primary_key=True),
+    Column("secret_sha256", Text, nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("roles", Text, nullable=False),  # comma-separated, sorted
+    Column("name", Text, nullable=True),
+    Column("created_at", Text, nullable=False),
+    Column("revoked_at", Text, nullable=True),
+    UniqueConstraint("secret_sha256", name="uq_api_keys_secret_sha256"),
 )
 
 #: ``events.c["index"]`` (``index`` is also a method name on column collections).

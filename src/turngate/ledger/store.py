@@ -272,6 +272,7 @@ def event_to_row(event: Event) -> dict[str, Any]:
         "digest": event.digest,
         "prev_event_digest": event.prev_event_digest,
         "created_at": event.created_at or utc_now_iso(),
+        "tenant_id": event.tenant_id,
     }
 
 
@@ -289,6 +290,11 @@ def _identity_bytes(draft: EventDraft) -> bytes:
 def _chunks(values: Sequence[Any], size: int = IN_CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(values), size):
         yield values[start : start + size]
+
+
+def _tenant_filter(tenant_id: str | None) -> list[ColumnElement[bool]]:
+    """Only ``tenant_id``'s events; no condition when None (an unscoped caller)."""
+    return [] if tenant_id is None else [events.c.tenant_id == tenant_id]
 
 
 def _cap(limit: int) -> int:
@@ -464,21 +470,29 @@ class LedgerStore:
             row = conn.execute(select(events).where(index_column == index)).mappings().first()
         return None if row is None else event_from_row(row)
 
-    def by_correlation(self, correlation_id: str) -> list[Event]:
-        """Every event with this correlation_id, ordered by index."""
+    def by_correlation(self, correlation_id: str, *, tenant_id: str | None = None) -> list[Event]:
+        """Every event with this correlation_id, ordered by index (only ``tenant_id``'s when given)."""
         return self._select(
-            select(events).where(events.c.correlation_id == correlation_id).order_by(index_column),
+            select(events)
+            .where(events.c.correlation_id == correlation_id, *_tenant_filter(tenant_id))
+            .order_by(index_column),
             "by_correlation",
         )
 
-    def turn_events(self, thread_id: str, turn_id: str) -> list[Event]:
-        """Every event of one turn, ordered by index."""
+    def turn_events(self, thread_id: str, turn_id: str, *, tenant_id: str | None = None) -> list[Event]:
+        """Every event of one turn, ordered by index (only ``tenant_id``'s when given)."""
         return self._select(
             select(events)
-            .where(events.c.thread_id == thread_id, events.c.turn_id == turn_id)
+            .where(events.c.thread_id == thread_id, events.c.turn_id == turn_id, *_tenant_filter(tenant_id))
             .order_by(index_column),
             "turn_events",
         )
+
+    def thread_tenants(self, thread_id: str) -> set[str | None]:
+        """The tenants that have events in ``thread_id`` (empty for an unknown thread)."""
+        query = select(events.c.tenant_id).where(events.c.thread_id == thread_id).distinct()
+        with self._read("thread_tenants") as conn:
+            return {row[0] for row in conn.execute(query)}
 
     def first_in_thread(self, thread_id: str, kind: str) -> Event | None:
         """The thread's earliest event of ``kind`` (one index lookup on (thread_id, index))."""
@@ -491,8 +505,13 @@ class LedgerStore:
         )
         return found[0] if found else None
 
-    def fetch_ref_candidates(self, thread_id: str, ref_ids: Sequence[str]) -> list[Event]:
+    def fetch_ref_candidates(
+        self, thread_id: str, ref_ids: Sequence[str], *, tenant_id: str | None = None
+    ) -> list[Event]:
         """The events that declared refs may point at, for deterministic resolution.
+
+        With ``tenant_id`` only that tenant's events are candidates: another tenant's event is
+        as absent as one that does not exist (``REF_NOT_FOUND``, never ``CROSS_THREAD_REF``).
 
         Returns every event of ``thread_id`` whose correlation_id, turn_id or digest equals one
         of ``ref_ids``; plus, for each ref id with no match in the thread, at most one matching
@@ -506,14 +525,17 @@ class LedgerStore:
         if not refs:
             return []
         found: dict[int, Mapping[str, Any]] = {}
+        tenant = _tenant_filter(tenant_id)
         with self._read("fetch_ref_candidates") as conn:
             for chunk in _chunks(refs):
                 # correlation_id and digest matches in any thread (bounded per ref).
                 for condition in (events.c.correlation_id.in_(chunk), events.c.digest.in_(chunk)):
-                    for row in conn.execute(select(events).where(condition)).mappings():
+                    for row in conn.execute(select(events).where(condition, *tenant)).mappings():
                         found[int(row["index"])] = row
                 for row in conn.execute(
-                    select(events).where(events.c.thread_id == thread_id, events.c.turn_id.in_(chunk))
+                    select(events).where(
+                        events.c.thread_id == thread_id, events.c.turn_id.in_(chunk), *tenant
+                    )
                 ).mappings():
                     found[int(row["index"])] = row
 
@@ -535,7 +557,7 @@ class LedgerStore:
                 turn_row = (
                     conn.execute(
                         select(events)
-                        .where(events.c.turn_id == ref, events.c.thread_id != thread_id)
+                        .where(events.c.turn_id == ref, events.c.thread_id != thread_id, *tenant)
                         .order_by(index_column)
                         .limit(1)
                     )
@@ -560,13 +582,14 @@ class LedgerStore:
         stream_id: str | None = None,
         lane: str | None = None,
         thread_id: str | None = None,
+        tenant_id: str | None = None,
     ) -> tuple[int, list[Event]]:
         """(length of the filtered log, one page of it), ordered by index.
 
         ``offset`` is a position within the filtered result (not an event index); ``limit`` is
         capped at ``MAX_PAGE``. Both values come from one read snapshot.
         """
-        conditions = self._filters(stream_id=stream_id, lanes=[lane] if lane else None)
+        conditions = self._filters(stream_id=stream_id, lanes=[lane] if lane else None, tenant_id=tenant_id)
         if thread_id is not None:
             conditions.append(events.c.thread_id == thread_id)
         page_query = (
@@ -590,9 +613,10 @@ class LedgerStore:
         limit: int = 500,
         stream_id: str | None = None,
         lanes: Sequence[str] | None = None,
+        tenant_id: str | None = None,
     ) -> list[Event]:
         """Events with index > ``index_exclusive`` (live tailing), ascending, at most ``limit``."""
-        conditions = self._filters(stream_id=stream_id, lanes=lanes)
+        conditions = self._filters(stream_id=stream_id, lanes=lanes, tenant_id=tenant_id)
         return self._select(
             select(events)
             .where(index_column > index_exclusive, *conditions)
@@ -607,17 +631,20 @@ class LedgerStore:
         *,
         stream_id: str | None = None,
         lanes: Sequence[str] | None = None,
+        tenant_id: str | None = None,
     ) -> list[Event]:
         """The last ``n`` matching events (a /tail backlog), ascending by index."""
-        conditions = self._filters(stream_id=stream_id, lanes=lanes)
+        conditions = self._filters(stream_id=stream_id, lanes=lanes, tenant_id=tenant_id)
         newest_first = self._select(
             select(events).where(*conditions).order_by(index_column.desc()).limit(_cap(n)), "last"
         )
         return newest_first[::-1]
 
     @staticmethod
-    def _filters(*, stream_id: str | None, lanes: Sequence[str] | None) -> list[ColumnElement[bool]]:
-        conditions: list[ColumnElement[bool]] = []
+    def _filters(
+        *, stream_id: str | None, lanes: Sequence[str] | None, tenant_id: str | None = None
+    ) -> list[ColumnElement[bool]]:
+        conditions: list[ColumnElement[bool]] = _tenant_filter(tenant_id)
         if stream_id is not None:
             conditions.append(events.c.stream_id == stream_id)
         if lanes is not None:

@@ -376,6 +376,7 @@ class TurnWorkflow:
             actor=intent.actor,
             intent_type=intent.intent_type,
             payload=payload,
+            tenant_id=intent.tenant_id,
         )
 
 

@@ -1,0 +1,135 @@
+"""The FastAPI dependency that guards every API route: authenticate, authorize, rate-limit.
+
+Installed once on the app (``FastAPI(dependencies=[...])``), so it runs for every API route,
+including routes added later; the role comes from :mod:`turngate.security.routes`. It sets
+``request.state.principal`` and ``request.state.tenant_id`` (None: unscoped) for route code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from turngate.security.keys import KeyStore
+from turngate.security.principal import DEV_PRINCIPAL, Principal
+from turngate.security.ratelimit import RateLimiter, retry_after_header
+from turngate.security.routes import AUTHENTICATED, PUBLIC, required_role
+
+log = logging.getLogger(__name__)
+
+#: Documents the scheme in OpenAPI; the header itself is parsed below (auto_error off).
+bearer_scheme = HTTPBearer(auto_error=False, description="an API key from `turngate keys create`")
+
+
+class AuthError(Exception):
+    """Refused at the boundary; rendered as ``{ok: false, reason_code, detail}``."""
+
+    def __init__(
+        self, status: int, reason_code: str, detail: str, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(f"{reason_code}: {detail}")
+        self.status = status
+        self.reason_code = reason_code
+        self.detail = detail
+        self.headers = headers or {}
+
+
+class Authenticator:
+    """Held in ``app.state.auth`` (created in the lifespan, with the ledger's engine)."""
+
+    def __init__(self, keys: KeyStore, mode: str, limiter: RateLimiter) -> None:
+        self.keys = keys
+        self.mode = mode
+        self.limiter = limiter
+
+    async def principal(self, request: Request) -> Principal | None:
+        """The caller, or None when no credentials came (the route decides if that is fine)."""
+        header = request.headers.get("authorization")
+        if header is None:
+            if self.mode == "dev" and _is_loopback(request):
+                return DEV_PRINCIPAL
+            return None
+        scheme, _, token = header.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise _invalid("the Authorization header must be `Bearer <key>`")
+        key = await asyncio.to_thread(self.keys.lookup, token)
+        if key is None:
+            raise _invalid("unknown or revoked API key")
+        return key.principal()
+
+    def check_rate(self, principal: Principal) -> None:
+        if principal.key_id is None:
+            return  # dev mode without a key: local use, not limited
+        wait = self.limiter.acquire(principal.key_id)
+        if wait > 0:
+            raise AuthError(
+                429,
+                "rate.limited",
+                f"rate limit of {self.limiter.rate:g} requests/s (burst {self.limiter.burst}) "
+                "exceeded for this key; retry after Retry-After seconds",
+                {"Retry-After": retry_after_header(wait)},
+            )
+
+
+def _invalid(detail: str) -> AuthError:
+    return AuthError(401, "auth.invalid", detail, {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+
+
+def _is_loopback(request: Request) -> bool:
+    host = request.client.host if request.client else ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+async def authorize(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> None:
+    """The app-wide dependency: 401 ``auth.missing`` / ``auth.invalid``, 403 ``auth.forbidden``,
+    429 ``rate.limited``; sets ``request.state.principal`` / ``tenant_id`` when it lets a request in."""
+    route = request.scope.get("route")
+    role = required_role(getattr(route, "path", request.url.path))
+    auth: Authenticator = request.app.state.auth
+    if role == PUBLIC:
+        principal = None
+        if request.headers.get("authorization") is not None:
+            principal = await auth.principal(request)  # a bad key is refused even here
+    else:
+        principal = await auth.principal(request)
+        if principal is None:
+            raise AuthError(
+                401,
+                "auth.missing",
+                "this route needs `Authorization: Bearer <key>`",
+                {"WWW-Authenticate": "Bearer"},
+            )
+        if role != AUTHENTICATED and not principal.may(role):
+            raise AuthError(403, "auth.forbidden", f"this route needs the {role!r} role")
+        auth.check_rate(principal)
+    request.state.principal = principal
+    request.state.tenant_id = principal.tenant_id if principal else None
+
+
+def request_principal(request: Request) -> Principal:
+    """The principal :func:`authorize` admitted. Fails closed: a route reached without it (the
+    dependency not installed, a public route) is refused, never treated as unscoped."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None and not hasattr(request.app.state, "auth"):
+        # A router mounted in a bare FastAPI app (unit tests of one router): no gateway, no keys.
+        return DEV_PRINCIPAL
+    if principal is None:
+        raise AuthError(401, "auth.missing", "this route needs `Authorization: Bearer <key>`")
+    return principal
+
+
+def request_tenant(request: Request) -> str | None:
+    """The tenant a route must restrict its reads to; None: unscoped."""
+    return request_principal(request).tenant_id

@@ -1,0 +1,39 @@
+"""Which role each route needs. One table; anything not in it needs ``admin`` (fail closed), so
+a new route is never public by accident. The table-driven test in tests/security walks every
+route of the OpenAPI schema against it."""
+
+from __future__ import annotations
+
+from turngate.security.principal import ROLE_ADMIN, ROLE_INTENT_WRITE, ROLE_SNAPSHOT_READ
+
+#: No credentials needed (load balancers and probes).
+PUBLIC = "public"
+#: Any valid key, whatever its roles.
+AUTHENTICATED = "authenticated"
+
+ROUTE_ROLES: dict[str, str] = {
+    "/healthz": PUBLIC,
+    "/ingress/intent": ROLE_INTENT_WRITE,
+    "/snapshot": ROLE_SNAPSHOT_READ,
+    "/tail": ROLE_SNAPSHOT_READ,
+    "/verify": ROLE_SNAPSHOT_READ,
+    "/status": ROLE_SNAPSHOT_READ,
+    "/turns/{correlation_id}/stream": ROLE_SNAPSHOT_READ,
+    # What the gateway offers (providers, models, limits; never a key): any caller with a key.
+    "/capabilities": AUTHENTICATED,
+    # Operational, cross-tenant aggregates: operators only.
+    "/metrics": ROLE_ADMIN,
+}
+
+#: JSON routes of the web UI (src/turngate/api/ui_api.py) read what /snapshot reads. Its static
+#: files are a mount, not API routes, and are public.
+UI_PREFIX = "/ui/"
+
+
+def required_role(path: str) -> str:
+    """The role the route template ``path`` needs (``PUBLIC``, ``AUTHENTICATED`` or a role)."""
+    if path in ROUTE_ROLES:
+        return ROUTE_ROLES[path]
+    if path.startswith(UI_PREFIX):
+        return ROLE_SNAPSHOT_READ
+    return ROLE_ADMIN

@@ -1,0 +1,120 @@
+"""The guarded Workbench handle fetch against a local fake resolver: success, wrong content type,
+too large (declared and streamed), timeout, redirects (same host followed, other host refused),
+a resolver URL at a denied address, off by default, kind allowlist; the token never leaks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.security.fake_resolver import FakeResolver, fake_resolver
+from turngate.security.workbench import WorkbenchConfig, fetch_handle
+
+TOKEN = "wb-token-SECRET-0123456789"
+
+
+@pytest.fixture
+def resolver() -> Iterator[FakeResolver]:
+    with fake_resolver() as server:
+        yield server
+
+
+def config(resolver_url: str | None, **overrides: object) -> WorkbenchConfig:
+    values: dict[str, object] = {
+        "enabled": True,
+        "resolver_url": resolver_url,
+        "bearer_token": TOKEN,
+        "timeout_ms": 1000,
+        "max_bytes": 4096,
+        "admit_kinds": ("note",),
+    }
+    values.update(overrides)
+    return WorkbenchConfig(**values)
+
+
+async def test_success_returns_content_with_its_digest(resolver: FakeResolver) -> None:
+    outcome = await fetch_handle(config(resolver.base_url), "ok", "note")
+    assert outcome.ok and outcome.reason_code == "workbench.fetched"
+    assert outcome.content == b"hello from the workbench"
+    assert outcome.size_bytes == len(outcome.content) and len(outcome.sha256 or "") == 64
+    assert resolver.seen_auth == [f"Bearer {TOKEN}"]
+    assert resolver.seen_host == [f"127.0.0.1:{resolver.server_port}"]
+
+
+@pytest.mark.parametrize(
+    ("handle", "reason"),
+    [
+        ("html", "workbench.content_type"),
+        ("big-declared", "workbench.too_large"),
+        ("big-streamed", "workbench.too_large"),
+        ("slow", "workbench.timeout"),
+        ("redirect-other", "workbench.redirect_refused"),
+        ("missing", "workbench.http_error"),
+    ],
+)
+async def test_each_guardrail_refuses_with_its_reason(
+    resolver: FakeResolver, handle: str, reason: str
+) -> None:
+    outcome = await fetch_handle(config(resolver.base_url), handle, "note")
+    assert not outcome.ok and outcome.content is None
+    assert outcome.reason_code == reason, outcome.detail
+    assert TOKEN not in outcome.model_dump_json() and TOKEN not in repr(outcome)
+
+
+async def test_a_redirect_on_the_same_host_is_followed(resolver: FakeResolver) -> None:
+    outcome = await fetch_handle(config(resolver.base_url), "redirect-same", "note")
+    assert outcome.ok and outcome.content == b"hello from the workbench"
+
+
+@pytest.mark.parametrize(
+    "url", ["http://169.254.169.254/latest/meta-data", "http://[fe80::1]/x", "http://0.0.0.0:9/x"]
+)
+async def test_a_resolver_at_a_denied_address_is_never_contacted(url: str) -> None:
+    outcome = await fetch_handle(config(url), "ok", "note")
+    assert outcome.reason_code == "workbench.denied_address"
+
+
+async def test_the_deny_list_is_configurable_and_checked_on_resolution(resolver: FakeResolver) -> None:
+    denied = config(resolver.base_url, deny_networks=("127.0.0.0/8",))
+    assert (await fetch_handle(denied, "ok", "note")).reason_code == "workbench.denied_address"
+
+    def rebinding(_host: str, _port: int) -> list[str]:
+        return ["169.254.169.254"]  # a name that resolves to the metadata address
+
+    named = config("http://workbench.internal/h")
+    outcome = await fetch_handle(named, "ok", "note", resolve=rebinding)
+    assert outcome.reason_code == "workbench.denied_address"
+    assert resolver.seen_auth == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "kind", "reason"),
+    [
+        ({"enabled": False}, "note", "workbench.disabled"),
+        ({}, "binary", "workbench.kind_not_admitted"),
+        ({"resolver_url": "file:///etc/passwd"}, "note", "workbench.bad_url"),
+        ({"resolver_url": "ftp://example.org/x"}, "note", "workbench.bad_url"),
+        ({"resolver_url": None}, "note", "workbench.bad_url"),
+    ],
+)
+async def test_configuration_guardrails(overrides: dict, kind: str, reason: str) -> None:
+    outcome = await fetch_handle(config(**{"resolver_url": "http://127.0.0.1:9/h", **overrides}), "ok", kind)
+    assert outcome.reason_code == reason
+
+
+def test_off_by_default_and_read_from_the_seed_variables() -> None:
+    assert WorkbenchConfig.from_env({}).enabled is False
+    cfg = WorkbenchConfig.from_env(
+        {
+            "ALLOW_HANDLE_CONTENT_FETCH": "true",
+            "WORKBENCH_RESOLVER_URL": "https://wb.example/h",
+            "WORKBENCH_AUTH_BEARER_TOKEN": TOKEN,
+            "WORKBENCH_FETCH_TIMEOUT_MS": "500",
+            "WORKBENCH_MAX_BYTES": "100",
+            "WORKBENCH_ADMIT_KINDS": "note, doc",
+        }
+    )
+    assert cfg.enabled and cfg.timeout_ms == 500 and cfg.max_bytes == 100
+    assert cfg.admit_kinds == ("note", "doc")
+    assert TOKEN not in repr(cfg) and TOKEN not in cfg.model_dump_json()
