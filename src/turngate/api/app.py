@@ -6,7 +6,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from temporalio.client import Client
@@ -14,10 +14,16 @@ from temporalio.client import Client
 from turngate import __version__
 from turngate.api import ingress, observe, stream
 from turngate.api.admission import TurnSlots
+from turngate.api.errors import error_response
 from turngate.api.state import ApiState
+from turngate.api.ui import mount_ui
 from turngate.api.watcher import LedgerWatcher
 from turngate.artifacts import open_artifact_store
 from turngate.ledger import LedgerStore
+from turngate.security.auth import Authenticator, AuthError, authorize
+from turngate.security.keys import KeyStore
+from turngate.security.ratelimit import RateLimiter
+from turngate.security.streams import StreamSlots
 from turngate.settings import Settings
 from turngate.streaming import open_token_bus
 from turngate.telemetry import (
@@ -50,6 +56,12 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         watcher.start()
         app.state.token_bus = open_token_bus(settings.effective_token_bus_url)
         app.state.turn_slots = TurnSlots(settings.turn_queue_max)
+        app.state.auth = Authenticator(
+            KeyStore(store.engine),
+            settings.auth_mode,
+            RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst),
+        )
+        app.state.stream_slots = StreamSlots(settings.max_streams_per_key)
         artifacts = open_artifact_store(settings.effective_artifacts)
         app.state.turngate = ApiState(settings, temporal, store, watcher, boundary, artifacts)
         metrics.watch_queues(turn_queue_source(temporal, settings.turns_task_queue))
@@ -74,6 +86,9 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         version=__version__,
         summary="A deterministic, durable, auditable boundary in front of LLM calls.",
         lifespan=lifespan,
+        # Every API route (also ones included later) is authenticated and authorized by role:
+        # turngate.security.routes says which role; unknown routes need admin.
+        dependencies=[Depends(authorize)],
         **fastapi_telemetry_options(),
     )
     instrument_app(app)
@@ -81,6 +96,13 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(observe.router)
     app.include_router(stream.router)
     app.include_router(metrics_router(metrics))
+    mount_ui(app)
+
+    @app.exception_handler(AuthError)
+    async def refused(_: Request, exc: AuthError) -> JSONResponse:
+        response = error_response(exc.status, exc.reason_code, exc.detail)
+        response.headers.update(exc.headers)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid_query(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -1,0 +1,535 @@
+"""JSON read endpoints for the observer web UI (``/ui/api/...``); read-only, tenant-filtered.
+
+The UI also uses the public surfaces (``/snapshot``, ``/tail``, ``/verify``, ``/status``); these
+endpoints add what those do not offer: a list of threads, one page of a thread's turns as
+summaries (INTENT -> DECISION -> EXECUTION joined by correlation id), one turn with its events,
+and the artifacts (manifests, prompt snapshots, fault snapshots) that a turn's events point to.
+
+Tenant isolation: when the auth layer has set ``request.state.tenant_id`` every answer is limited
+to that tenant's events (``None`` means no filter: unauthenticated dev mode). An event's tenant
+is read by :func:`event_tenant`; an event whose tenant cannot be determined is never shown to a
+tenant-scoped caller (fail closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import ColumnElement, and_, case, func, select
+
+from turngate import __version__
+from turngate.api.errors import error_response
+from turngate.api.state import ApiState, api_state
+from turngate.artifacts import ArtifactError
+from turngate.audit.verify import iter_pointers, parse_pointer
+from turngate.core.events import Event
+from turngate.ledger.schema import events, index_column
+from turngate.ledger.store import event_from_row
+from turngate.workflows.shared import turn_workflow_id
+
+router = APIRouter(prefix="/ui/api", tags=["ui"])
+
+DEFAULT_TEMPORAL_UI_URL = "http://127.0.0.1:8233"
+THREADS_MAX_LIMIT = 200
+TURNS_MAX_LIMIT = 200
+#: Text longer than this is cut in turn summaries (the turn endpoint returns whole events).
+SUMMARY_TEXT_CHARS = 2000
+#: Upper bound of ``offset`` (JSON-safe, far below the 64-bit integers databases accept).
+OFFSET_MAX = 2**53 - 1
+#: Query text: no NUL (PostgreSQL text cannot hold it).
+NO_NUL = r"^[^\x00]*$"
+#: Artifacts larger than this are not served to the browser.
+ARTIFACT_MAX_BYTES = 2 * 1024 * 1024
+
+tenant_column = events.c.get("tenant_id")
+
+
+# --------------------------------------------------------------------------- tenants
+
+
+def caller_tenant(request: Request) -> str | None:
+    """The tenant the auth layer bound this request to; ``None``: no tenant filter."""
+    tenant = getattr(request.state, "tenant_id", None)
+    return None if tenant is None else str(tenant)
+
+
+def event_tenant(row: Mapping[str, Any], payload: Mapping[str, Any] | None) -> str | None:
+    """The tenant an event belongs to: the ``tenant_id`` column if the ledger has one, else the
+    server-written ``tenant_id`` (top level, ``principal`` or ``identity``) of its payload; ``None``
+    if unknown."""
+    if tenant_column is not None and row.get("tenant_id") is not None:
+        return str(row["tenant_id"])
+    if isinstance(payload, Mapping):
+        for holder in (payload, payload.get("principal"), payload.get("identity")):
+            if isinstance(holder, Mapping) and isinstance(holder.get("tenant_id"), str):
+                return str(holder["tenant_id"])
+    return None
+
+
+def _visible(tenant: str | None, row: Mapping[str, Any], payload: Mapping[str, Any] | None) -> bool:
+    return tenant is None or event_tenant(row, payload) == tenant
+
+
+def _tenant_conditions(tenant: str | None) -> list[ColumnElement[bool]]:
+    if tenant is not None and tenant_column is not None:
+        return [tenant_column == tenant]
+    return []
+
+
+def _rows_to_events(rows: Sequence[Mapping[str, Any]], tenant: str | None) -> list[Event]:
+    out: list[Event] = []
+    for row in rows:
+        event = event_from_row(row)
+        if _visible(tenant, row, event.payload):
+            out.append(event)
+    return out
+
+
+# --------------------------------------------------------------------------- config
+
+
+@router.get("/config")
+async def ui_config(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
+    """What the UI needs to know: version, the Temporal UI base URL and namespace, page limits.
+    Also the UI's sign-in check: it answers only when the caller's key is accepted."""
+    settings = state.settings
+    base = getattr(settings, "temporal_ui_url", None) or DEFAULT_TEMPORAL_UI_URL
+    length, _ = await asyncio.to_thread(state.store.head)
+    return {
+        "gateway": "turngate",
+        "version": __version__,
+        "temporal_ui_url": str(base).rstrip("/"),
+        "temporal_namespace": settings.temporal_namespace,
+        "tenant_scoped": caller_tenant(request) is not None,
+        # Where a live /tail should start (?since=) so that nothing after this answer is missed.
+        "head_index": length - 1,
+        "limits": {"threads": THREADS_MAX_LIMIT, "turns": TURNS_MAX_LIMIT},
+        "jobs": {"available": False, "detail": "job workflows (ingest, embed, index) are not built yet"},
+    }
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def _iso(value: str | None, name: str) -> str | None:
+    """A time filter as the ledger stores timestamps (ISO-8601 UTC, ``Z``), or a ValueError."""
+    if value is None or not value.strip():
+        return None
+    moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError(f"{name}: give a UTC offset or Z (e.g. 2026-11-24T06:00:00Z)")
+    from turngate.artifacts.store import format_timestamp
+
+    return format_timestamp(moment)
+
+
+def _flag(condition: ColumnElement[bool]) -> Any:
+    return func.sum(case((condition, 1), else_=0))
+
+
+_IS_DENY = and_(events.c.kind == "DECISION", events.c.payload.like('%"decision":"DENY"%'))
+_IS_ALLOW = and_(events.c.kind == "DECISION", events.c.payload.like('%"decision":"ALLOW"%'))
+_IS_ERROR = and_(events.c.kind == "EXECUTION", events.c.payload.like('%"error":{%'))
+
+
+def list_threads(
+    state: ApiState,
+    tenant: str | None,
+    *,
+    q: str | None,
+    actor: str | None,
+    decision: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int,
+    offset: int,
+) -> dict[str, Any]:
+    conditions = _tenant_conditions(tenant)
+    if q:
+        conditions.append(events.c.thread_id.contains(q, autoescape=True))
+    grouped = (
+        select(
+            events.c.thread_id.label("thread_id"),
+            func.count().label("events"),
+            _flag(events.c.kind == "INTENT").label("turns"),
+            _flag(_IS_ALLOW).label("allowed"),
+            _flag(_IS_DENY).label("denied"),
+            _flag(_IS_ERROR).label("errors"),
+            _flag(events.c.kind == "EXECUTION").label("executed"),
+            func.min(index_column).label("first_index"),
+            func.max(index_column).label("last_index"),
+            func.min(events.c.created_at).label("first_at"),
+            func.max(events.c.created_at).label("last_at"),
+            func.min(events.c.actor).label("actor_min"),
+            func.max(events.c.actor).label("actor_max"),
+            func.count(func.distinct(events.c.actor)).label("actor_count"),
+        )
+        .where(*conditions)
+        .group_by(events.c.thread_id)
+    )
+    having: list[ColumnElement[bool]] = []
+    if actor:
+        having.append(_flag(events.c.actor == actor) > 0)
+    if decision == "ALLOW":
+        having.append(_flag(_IS_ALLOW) > 0)
+    elif decision == "DENY":
+        having.append(_flag(_IS_DENY) > 0)
+    elif decision == "error":
+        having.append(_flag(_IS_ERROR) > 0)
+    elif decision == "pending":
+        having.append(_flag(events.c.kind == "INTENT") > _flag(events.c.kind == "DECISION"))
+    if since:
+        having.append(func.max(events.c.created_at) >= since)
+    if until:
+        having.append(func.min(events.c.created_at) <= until)
+    if having:
+        grouped = grouped.having(and_(*having))
+    sub = grouped.subquery()
+    page = select(sub).order_by(sub.c.last_index.desc()).limit(limit).offset(offset)
+    with state.store.read_connection("ui threads") as conn:
+        total = int(conn.execute(select(func.count()).select_from(sub)).scalar_one())
+        rows = conn.execute(page).mappings().all()
+        head = conn.execute(select(func.max(index_column))).scalar_one()
+    threads = [
+        {
+            "thread_id": row["thread_id"],
+            "events": int(row["events"]),
+            "turns": int(row["turns"] or 0),
+            "allowed": int(row["allowed"] or 0),
+            "denied": int(row["denied"] or 0),
+            "errors": int(row["errors"] or 0),
+            "pending": max(0, int(row["turns"] or 0) - int(row["allowed"] or 0) - int(row["denied"] or 0)),
+            "first_index": int(row["first_index"]),
+            "last_index": int(row["last_index"]),
+            "first_at": row["first_at"],
+            "last_at": row["last_at"],
+            "actors": sorted({row["actor_min"], row["actor_max"]}),
+            "actor_count": int(row["actor_count"]),
+        }
+        for row in rows
+    ]
+    return {
+        "total": total,
+        "offset": offset,
+        "limit": limit,
+        "head_index": None if head is None else int(head),
+        "threads": threads,
+    }
+
+
+@router.get("/threads", response_model=None)
+async def threads(
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    q: Annotated[str | None, Query(max_length=200, pattern=NO_NUL, description="thread id contains")] = None,
+    actor: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
+    decision: Annotated[str | None, Query(pattern="^(ALLOW|DENY|error|pending)$")] = None,
+    since: Annotated[str | None, Query(max_length=64, description="active since (ISO-8601 UTC)")] = None,
+    until: Annotated[str | None, Query(max_length=64, description="active until (ISO-8601 UTC)")] = None,
+    limit: Annotated[int, Query(ge=1, le=THREADS_MAX_LIMIT)] = 50,
+    offset: Annotated[int, Query(ge=0, le=OFFSET_MAX)] = 0,
+) -> dict[str, Any] | JSONResponse:
+    """Threads, most recently active first, with turn counts by decision. Filters: thread id
+    substring, an actor that took part, a decision that occurred, an activity window."""
+    tenant = caller_tenant(request)
+    if tenant is not None and tenant_column is None:
+        return error_response(
+            501,
+            "ui.tenant_filter_unavailable",
+            "this ledger has no tenant column, so threads cannot be listed per tenant",
+        )
+    try:
+        since_iso, until_iso = _iso(since, "since"), _iso(until, "until")
+    except (ValueError, OverflowError) as exc:
+        return error_response(422, "request.invalid_parameter", str(exc))
+    return await asyncio.to_thread(
+        list_threads,
+        state,
+        tenant,
+        q=q,
+        actor=actor,
+        decision=decision,
+        since=since_iso,
+        until=until_iso,
+        limit=limit,
+        offset=offset,
+    )
+
+
+# --------------------------------------------------------------------------- turns
+
+
+def _cut(text: Any, limit: int = SUMMARY_TEXT_CHARS) -> tuple[str, bool]:
+    value = text if isinstance(text, str) else ("" if text is None else json.dumps(text))
+    return (value[:limit], True) if len(value) > limit else (value, False)
+
+
+def _ms_between(start: str | None, end: str | None) -> int | None:
+    if not start or not end:
+        return None
+    try:
+        a = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        b = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0, round((b - a).total_seconds() * 1000))
+
+
+def workflow_link(state: ApiState, intent: Event) -> dict[str, str]:
+    """The turn's workflow id and its page in the Temporal UI."""
+    settings = state.settings
+    workflow_id = turn_workflow_id(
+        intent.stream_id, intent.thread_id, intent.turn_id, settings.workflow_id_prefix
+    )
+    base = str(getattr(settings, "temporal_ui_url", None) or DEFAULT_TEMPORAL_UI_URL).rstrip("/")
+    namespace = quote(settings.temporal_namespace, safe="")
+    url = f"{base}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
+    return {"workflow_id": workflow_id, "url": url}
+
+
+def turn_summary(state: ApiState, turn: Sequence[Event]) -> dict[str, Any]:
+    """One turn at a glance from its events (any of INTENT, DECISION, EXECUTION may be missing
+    while the turn runs; a DENY has no EXECUTION)."""
+    by_kind = {str(e.kind): e for e in turn}
+    intent, decision, execution = by_kind.get("INTENT"), by_kind.get("DECISION"), by_kind.get("EXECUTION")
+    first = intent or decision or execution
+    assert first is not None
+    summary: dict[str, Any] = {
+        "correlation_id": first.correlation_id,
+        "thread_id": first.thread_id,
+        "turn_id": first.turn_id,
+        "parent_turn_id": first.parent_turn_id,
+        "actor": first.actor,
+        "stream_id": first.stream_id,
+        "lane": first.lane,
+        "intent_type": first.intent_type,
+        "intent": None,
+        "decision": None,
+        "execution": None,
+    }
+    if intent is not None:
+        body = intent.payload.get("payload") or {}
+        message, cut = _cut(body.get("message"))
+        summary["intent"] = {
+            "index": intent.index,
+            "digest": intent.digest,
+            "created_at": intent.created_at,
+            "message": message,
+            "message_cut": cut or bool(body.get("message_truncated")),
+            "requested_model_id": intent.payload.get("requested_model_id"),
+            "declared_refs": len(intent.payload.get("declared_refs") or []),
+        }
+        summary["workflow"] = workflow_link(state, intent)
+    if decision is not None:
+        p = decision.payload
+        error = p.get("error") if isinstance(p.get("error"), dict) else None
+        summary["decision"] = {
+            "index": decision.index,
+            "digest": decision.digest,
+            "created_at": decision.created_at,
+            "decision": p.get("decision"),
+            "reason_codes": p.get("reason_codes") or [],
+            "policy_id": p.get("policy_id") or (p.get("policy") or {}).get("policy_id"),
+            "provider": p.get("provider"),
+            "model_id": p.get("resolved_model_id"),
+            "context_digest": p.get("context_digest"),
+            "error_code": error.get("code") if error else None,
+        }
+    if execution is not None:
+        p = execution.payload
+        error = p.get("error") if isinstance(p.get("error"), dict) else None
+        answer, cut = _cut(p.get("output_text"))
+        usage = p.get("usage") if isinstance(p.get("usage"), dict) else {}
+        obs = p.get("_obs") if isinstance(p.get("_obs"), dict) else {}
+        summary["execution"] = {
+            "index": execution.index,
+            "digest": execution.digest,
+            "created_at": execution.created_at,
+            "provider": p.get("provider"),
+            "model_id": p.get("model_id") or p.get("resolved_model_id"),
+            "answer": answer,
+            "answer_cut": cut or bool(p.get("output_truncated")),
+            "error": {"code": error.get("code"), "message": error.get("message")} if error else None,
+            "redacted": bool(p.get("redacted")),
+            "redaction_code": (p.get("redaction") or {}).get("reason_code") if p.get("redacted") else None,
+            "input_tokens": usage.get("input_tokens"),
+            "output_tokens": usage.get("output_tokens"),
+            "provider_ms": obs.get("duration_ms"),
+            "latency_ms": _ms_between(intent.created_at if intent else None, execution.created_at),
+            "fault_snapshots": sorted((p.get("fault_snapshots") or {}).keys()),
+        }
+    verdict = summary["decision"]["decision"] if summary["decision"] else None
+    if verdict is None:
+        status = "pending"
+    elif verdict == "DENY":
+        status = "denied"
+    elif summary["execution"] is None:
+        status = "running"
+    elif summary["execution"]["error"]:
+        status = "error"
+    elif summary["execution"]["redacted"]:
+        status = "redacted"
+    else:
+        status = "done"
+    summary["status"] = status
+    return summary
+
+
+def _group_turns(rows: Sequence[Event]) -> dict[str, list[Event]]:
+    grouped: dict[str, list[Event]] = {}
+    for event in rows:
+        grouped.setdefault(event.correlation_id, []).append(event)
+    return grouped
+
+
+def thread_turns(
+    state: ApiState, tenant: str | None, thread_id: str, offset: int, limit: int
+) -> dict[str, Any]:
+    """One page of a thread's turns, by INTENT order: two indexed queries, whatever the length."""
+    base = [events.c.thread_id == thread_id, *_tenant_conditions(tenant)]
+    intents_where = [*base, events.c.kind == "INTENT"]
+    with state.store.read_connection("ui turns") as conn:
+        stats = conn.execute(
+            select(
+                func.count(),
+                _flag(events.c.kind == "INTENT"),
+                func.min(index_column),
+                func.max(index_column),
+            ).where(*base)
+        ).one()
+        intent_rows = (
+            conn.execute(
+                select(events).where(*intents_where).order_by(index_column).offset(offset).limit(limit)
+            )
+            .mappings()
+            .all()
+        )
+        ids = [row["correlation_id"] for row in intent_rows]
+        rest = (
+            conn.execute(
+                select(events)
+                .where(*base, events.c.kind != "INTENT", events.c.correlation_id.in_(ids))
+                .order_by(index_column)
+            )
+            .mappings()
+            .all()
+            if ids
+            else []
+        )
+        head = conn.execute(select(func.max(index_column))).scalar_one()
+    intents = _rows_to_events(intent_rows, tenant)
+    others = _group_turns(_rows_to_events(rest, tenant))
+    turns = []
+    for position, intent in enumerate(intents):
+        summary = turn_summary(state, [intent, *others.get(intent.correlation_id, [])])
+        summary["position"] = offset + position
+        turns.append(summary)
+    event_count, turn_count, first_index, last_index = stats
+    return {
+        "thread_id": thread_id,
+        "total_turns": int(turn_count or 0),
+        "events": int(event_count or 0),
+        "first_index": first_index,
+        "last_index": last_index,
+        "head_index": head,
+        "offset": offset,
+        "limit": limit,
+        "turns": turns,
+    }
+
+
+@router.get("/turns")
+async def turns(
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    thread_id: Annotated[str, Query(min_length=1, max_length=400, pattern=NO_NUL)],
+    offset: Annotated[int, Query(ge=0, le=OFFSET_MAX)] = 0,
+    limit: Annotated[int, Query(ge=1, le=TURNS_MAX_LIMIT)] = 50,
+) -> dict[str, Any]:
+    """A page of one thread's turns (oldest first; ``offset`` counts turns), each as a summary:
+    decision and reason codes, answer, provider/model, latency, tokens, status."""
+    return await asyncio.to_thread(thread_turns, state, caller_tenant(request), thread_id, offset, limit)
+
+
+def load_turn(state: ApiState, tenant: str | None, correlation_id: str) -> list[Event]:
+    query = (
+        select(events)
+        .where(events.c.correlation_id == correlation_id, *_tenant_conditions(tenant))
+        .order_by(index_column)
+    )
+    with state.store.read_connection("ui turn") as conn:
+        rows = conn.execute(query).mappings().all()
+    return _rows_to_events(rows, tenant)
+
+
+@router.get("/turn", response_model=None)
+async def turn(
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    correlation_id: Annotated[str, Query(min_length=1, max_length=200, pattern=NO_NUL)],
+) -> dict[str, Any] | JSONResponse:
+    """One turn: its summary, its events as /snapshot serves them, and the ledger head (so the
+    UI can show each event's position in the hash chain)."""
+    found = await asyncio.to_thread(load_turn, state, caller_tenant(request), correlation_id)
+    if not found:
+        return error_response(404, "ui.turn_not_found", f"no turn with correlation_id {correlation_id!r}")
+    length, head = await asyncio.to_thread(state.store.head)
+    if caller_tenant(request) is not None:
+        head = None  # the newest event may be another tenant's: its digest is not shown
+    return {
+        "summary": turn_summary(state, found),
+        "events": [event.to_wire() for event in found],
+        "ledger": {"length": length, "head_digest": head},
+    }
+
+
+@router.get("/artifact", response_model=None)
+async def artifact(
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    correlation_id: Annotated[str, Query(min_length=1, max_length=200, pattern=NO_NUL)],
+    artifact_id: Annotated[str, Query(pattern=r"^sha256:[0-9a-f]{64}$")],
+) -> dict[str, Any] | JSONResponse:
+    """An artifact that one of this turn's events points to (a context manifest, the pinned
+    prompt snapshot, a fault snapshot), parsed when it is JSON. Only pointers recorded in the
+    turn's own events are served: nothing else in the store is reachable from here."""
+    found = await asyncio.to_thread(load_turn, state, caller_tenant(request), correlation_id)
+    pointer = None
+    for event in found:
+        for raw in iter_pointers(event.payload):
+            if raw.get("artifact_id") == artifact_id or raw.get("sha256") == artifact_id:
+                pointer = raw
+                break
+        if pointer is not None:
+            break
+    if pointer is None:
+        return error_response(404, "ui.artifact_not_found", "this turn's events point to no such artifact")
+    try:
+        parsed = parse_pointer(pointer)
+    except ValueError as exc:
+        return error_response(422, "ui.artifact_pointer_invalid", str(exc))
+    if parsed.size_bytes > ARTIFACT_MAX_BYTES:
+        return error_response(
+            413,
+            "ui.artifact_too_large",
+            f"{parsed.size_bytes} bytes; the UI shows at most {ARTIFACT_MAX_BYTES}",
+        )
+    try:
+        data = await asyncio.to_thread(state.artifacts.get, parsed)
+    except ArtifactError as exc:
+        status = 404 if exc.code == "artifact.not_found" else 503
+        return error_response(status, exc.code, str(exc))
+    try:
+        content: Any = json.loads(data)
+        media = "json"
+    except ValueError:
+        content = data.decode("utf-8", errors="replace")
+        media = "text"
+    return {"pointer": parsed.model_dump(mode="json"), "media": media, "content": content}
