@@ -5,12 +5,14 @@ INTENTs from real envelopes (continuations declare refs to the previous turn's I
 EXECUTION), DECISIONs made by ``turngate.core.decision.decide`` (so every context_digest
 recomputes), EXECUTIONs shaped like the turn workflow's, and a context manifest artifact per
 DECISION/EXECUTION (its pointer in the payload, its bytes in a local artifact store). Then it
-times ``turngate.audit.verify_all`` over it and reports events/s and peak RSS. Each size runs in
-a fresh child process, so the peak RSS of one size is not inherited by the next.
+times ``turngate.audit.verify_all`` over it and reports events/s and peak RSS (of the verifying
+process, and of the processes it forks to verify index ranges in parallel). Each size runs in a
+fresh child process, so the peak RSS of one size is not inherited by the next.
 
     .venv/bin/python bench/verify.py                      # 10,000 and 50,000 turns
     .venv/bin/python bench/verify.py --turns 10000        # one size
     .venv/bin/python bench/verify.py --turns 2000 --keep /tmp/ledger   # keep the files
+    .venv/bin/python bench/verify.py --turns 3000 --workers 1          # one process
 """
 
 from __future__ import annotations
@@ -236,9 +238,10 @@ def _envelope(i: int, thread: _Thread, threads: int, deny_every: int) -> IntentE
     )
 
 
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process (Linux reports KiB, macOS bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
+    """Peak resident set size of this process, or (``RUSAGE_CHILDREN``) of the largest of its
+    finished children (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(who).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
@@ -264,7 +267,7 @@ def build_step(turns: int, workdir: Path, *, artifacts: bool) -> dict[str, Any]:
     }
 
 
-def verify_step(workdir: Path, *, batch_size: int) -> dict[str, Any]:
+def verify_step(workdir: Path, *, batch_size: int, workers: int | None = None) -> dict[str, Any]:
     """Child process 2: verify the ledger in ``workdir`` as `turngate verify` does (a fresh
     process, so its peak RSS is verify's alone)."""
     from turngate.audit import verify_all
@@ -278,6 +281,7 @@ def verify_step(workdir: Path, *, batch_size: int) -> dict[str, Any]:
             artifacts=open_artifact_store(str(artifacts_root)) if artifacts_root.exists() else None,
             context_config=load_context_config(None, {}),
             batch_size=batch_size,
+            workers=workers,
         )
     finally:
         store.close()
@@ -290,6 +294,7 @@ def verify_step(workdir: Path, *, batch_size: int) -> dict[str, Any]:
         "verify_s": round(report.duration_ms / 1000, 1),
         "events_per_s": round(report.events_per_s),
         "peak_rss_mb": round(peak_rss_mb(), 1),
+        "peak_rss_workers_mb": round(peak_rss_mb(resource.RUSAGE_CHILDREN), 1),
         "rss_before_verify_mb": round(rss_before, 1),
     }
 
@@ -299,7 +304,7 @@ def _child(args: argparse.Namespace) -> int:
     if args.step == "build":
         result = build_step(args.turns[0], workdir, artifacts=not args.no_artifacts)
     else:
-        result = verify_step(workdir, batch_size=args.batch_size)
+        result = verify_step(workdir, batch_size=args.batch_size, workers=args.workers)
     print(json.dumps(result))
     return 0
 
@@ -324,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
         help="ledger size in turns (repeatable; default: 10000 and 50000)",
     )
     parser.add_argument("--batch-size", type=int, default=1000, help="rows per read batch (default 1000)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="verify in this many processes (default: verify_all decides, one per core)",
+    )
     parser.add_argument("--no-artifacts", action="store_true", help="no manifest artifacts in the payloads")
     parser.add_argument("--keep", help="build under this directory (one subdirectory per size) and keep it")
     parser.add_argument("--json", action="store_true", help="print one JSON line per size")
@@ -340,9 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             build = ["--step", "build", "--dir", str(workdir), "--turns", str(turns)]
             result = _run_child(*build, *(["--no-artifacts"] if args.no_artifacts else []))
-            result |= _run_child(
-                "--step", "verify", "--dir", str(workdir), "--batch-size", str(args.batch_size)
-            )
+            verify = ["--step", "verify", "--dir", str(workdir), "--batch-size", str(args.batch_size)]
+            result |= _run_child(*verify, *(["--workers", str(args.workers)] if args.workers else []))
         finally:
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
@@ -353,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{result['turns']:>7} turns {result['events']:>7} events ({result['ledger_mb']} MB, "
             f"{result['checked_artifacts']} artifacts): verify {result['verify_s']} s, "
-            f"{result['events_per_s']} events/s, peak RSS {result['peak_rss_mb']} MB, ok={result['ok']} "
+            f"{result['events_per_s']} events/s, peak RSS {result['peak_rss_mb']} MB "
+            f"(workers {result['peak_rss_workers_mb']} MB), ok={result['ok']} "
             f"(built in {result['build_s']} s)",
             flush=True,
         )

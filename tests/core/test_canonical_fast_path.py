@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turngate.core.canonical import CanonicalizationError, canonical_bytes
+from turngate.core.canonical import (
+    CanonicalizationError,
+    canonical_bytes,
+    loads_plain,
+    plain_canonical_bytes,
+)
 
 keys = st.text(max_size=8)
 scalars = st.none() | st.booleans() | st.integers(min_value=-(2**60), max_value=2**60) | st.text(max_size=20)
@@ -46,3 +53,52 @@ def test_edge_cases(value) -> None:
 def test_refusals_still_refuse(value) -> None:
     with pytest.raises(CanonicalizationError):
         canonical_bytes(value)
+
+
+# --------------------------------------------------------------------------- loads_plain
+
+
+@settings(max_examples=600, deadline=None)
+@given(json_values)
+def test_plain_values_parsed_from_text_get_the_rfc8785_bytes(value) -> None:
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+        parsed, plain = loads_plain(text)
+        assert parsed == json.loads(text) or parsed != parsed  # NaN never equals itself
+        if plain:
+            assert plain_canonical_bytes(parsed) == rfc8785.dumps(parsed)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":1.0}',
+        '{"a":[1e5]}',
+        '{"a":NaN}',
+        '{"a":-Infinity}',
+        '{"a":9007199254740992}',
+        '{"a":-12345678901234567890}',
+        '{"\ue000":1,"\U0001f600":2}',
+        '{"\\ue000":1}',
+        '{"\\ud83d\\ude00":1,"\\uffff":2}',
+        '{"a":"\\udead"}',
+    ],
+)
+def test_not_plain(text: str) -> None:
+    parsed, plain = loads_plain(text)
+    assert not plain
+    assert parsed is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a":1}', '{"b":"\\u00e9","a":[true,null,-0,9007199254740991,"12345678901234567"]}', "[]", '"x"'],
+)
+def test_plain(text: str) -> None:
+    parsed, plain = loads_plain(text)
+    assert plain
+    assert plain_canonical_bytes(parsed) == rfc8785.dumps(parsed)
+
+
+def test_plain_canonical_bytes_still_refuses_what_the_encoder_refuses() -> None:
+    with pytest.raises(CanonicalizationError):
+        plain_canonical_bytes({"a": "\ud800"})  # a lone surrogate is not UTF-8

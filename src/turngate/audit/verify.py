@@ -2,55 +2,68 @@
 
 :func:`verify_all` checks, for the whole ledger or a thread or an index range:
 
-a. every event digest recomputed from its stored row, every chain link and index gap: this is
-   :func:`turngate.ledger.verify_ledger` (or, for an index range, the same checker driven over a
-   range query inside one :meth:`LedgerStore.read_connection`);
-b. every DECISION recomputed from stored inputs with :func:`turngate.core.decision.verify_decision`:
-   the INTENT of the same correlation_id and the candidate events of its declared refs, selected
-   by the rules of ``store.fetch_ref_candidates`` (the turn workflow's call) over the ledger as it
-   was when the INTENT was recorded (:func:`read_candidates`; three ``IN`` queries per batch
-   instead of one store call per DECISION). A DECISION that does not verify on those gets a
-   second opinion from ``store.fetch_ref_candidates`` itself before it is reported;
+a. every event digest recomputed from its stored row, every chain link and index gap: the
+   checker of :func:`turngate.ledger.verify_ledger` (:func:`turngate.ledger.verify.iter_checked`,
+   which digests raw rows, see :mod:`turngate.ledger.verify_fast`);
+b. every DECISION recomputed from stored inputs as :func:`turngate.core.decision.verify_decision`
+   does (:func:`turngate.audit.verify_decisions.verify_decision_reusing`: the same checks, with
+   the input events' digests taken from the chain pass that just recomputed them): the INTENT of
+   the same correlation_id and the candidate events of its declared refs, selected by the rules
+   of ``store.fetch_ref_candidates`` (the turn workflow's call) over the ledger as it was when
+   the INTENT was recorded (:func:`read_candidates`; three key lookups per batch instead of one
+   store call per DECISION). A DECISION that does not verify on those gets a second opinion from
+   ``store.fetch_ref_candidates`` itself before it is reported;
 c. ``boundary.context_config_digest`` against the configs the verifier knows (the current one
    first): a DECISION made under another config is a ``config_drift`` warning, not a failure,
    and its context digest cannot be recomputed without that config;
 d. ``normative_input_digests`` name earlier INTENT events only (seed 000: no observation leaked);
 e. every artifact pointer found anywhere in any payload is re-hashed by the artifact store.
 
-The ledger is streamed twice in index order, ``batch_size`` rows at a time (the chain pass, then
-the decision and artifact pass in short read transactions, keyset-paginated): memory stays flat
-in the size of the ledger, and nothing is capped. It reports; it never repairs anything.
+The ledger is streamed once in index order inside one read transaction, ``batch_size`` rows at a
+time: each batch is parsed and digested once (the chain checks), then its DECISIONs, EXECUTIONs
+and artifact pointers are checked from the same parsed rows. Memory stays flat in the size of
+the ledger (every cache is bounded), and nothing is capped. A large scope is split into index
+ranges verified in parallel processes (:mod:`turngate.audit.verify_parallel`) whose findings
+merge into the same report. It reports; it never repairs anything.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache, partial
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
-from sqlalchemy import ColumnElement, Select, bindparam, func, select, tuple_
+from sqlalchemy import ColumnElement, Select, TextClause, bindparam, func, select, text
 from sqlalchemy.engine import Connection
 
+from turngate.artifacts.local import LocalArtifactStore
 from turngate.artifacts.store import ArtifactError, ArtifactStore, ArtifactUnavailableError
+from turngate.audit.verify_decisions import verify_decision_reusing
+from turngate.audit.verify_parallel import can_fork, run_forked, shared_counters, usable_cores
 from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.decision import verify_decision
 from turngate.core.events import Event, EventKind
 from turngate.core.manifest import ArtifactPointer
 from turngate.core.refs import ref_lookup_ids
-from turngate.ledger import LedgerStore, VerifyReport, verify_ledger
+from turngate.ledger import LedgerStore
 from turngate.ledger.schema import EVENT_COLUMNS, events, index_column
-from turngate.ledger.store import IN_CHUNK
+from turngate.ledger.store import IN_CHUNK, is_sqlite_memory
 from turngate.ledger.verify import (
     DEFAULT_BATCH_SIZE,
+    CheckedRow,
+    VerifyProblem,
     _check_duplicate_keys,
     _Checker,
-    _verify_thread,
+    iter_checked,
     recompute_digest,
+    seed_before,
 )
 
 #: Keys that make a JSON object an artifact pointer (``created_at`` is optional).
@@ -59,6 +72,9 @@ POINTER_KEYS: frozenset[str] = frozenset({"artifact_id", "path", "sha256", "size
 PENDING_INTENTS = 10_000
 #: Recently checked artifact pointers (an artifact referenced twice is hashed once).
 CHECKED_ARTIFACTS = 10_000
+#: Recently streamed events (parsed) and digests (index -> recomputed), reused as DECISION inputs.
+RECENT_EVENTS = 512
+RECENT_DIGESTS = 20_000
 
 
 class AuditKind(StrEnum):
@@ -122,8 +138,6 @@ class AuditReport(BaseModel):
 
 
 ProgressFn = Callable[[int, int], None]
-#: A stored row and its parsed payload (``None`` when the payload is not a JSON object).
-_Row = tuple[Mapping[str, Any], dict[str, Any] | None]
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -139,9 +153,21 @@ def iter_pointers(value: Any) -> Iterator[Mapping[str, Any]]:
             if item.keys() >= POINTER_KEYS:
                 yield item
                 continue
-            stack.extend(reversed(list(item.values())))
+            children: Iterable[Any] = item.values()
         elif isinstance(item, list):
-            stack.extend(reversed(item))
+            children = item
+        else:
+            continue
+        # Only containers can hold a pointer: scalars never go on the stack.
+        stack.extend(reversed([child for child in children if isinstance(child, dict | list)]))
+
+
+def may_hold_pointers(text: Any) -> bool:
+    """False only when stored JSON text cannot contain an artifact pointer: without ``\\u``
+    escapes every key is spelled literally, so a pointer needs the literal ``"artifact_id"``."""
+    if not isinstance(text, str):
+        return True
+    return '"artifact_id"' in text or "\\u" in text
 
 
 def parse_pointer(raw: Mapping[str, Any]) -> ArtifactPointer:
@@ -213,9 +239,12 @@ def _parse_time(value: Any) -> datetime | None:
 
 _BY_CORRELATION = select(events).where(events.c.correlation_id.in_(bindparam("ids", expanding=True)))
 _BY_DIGEST = select(events).where(events.c.digest.in_(bindparam("ids", expanding=True)))
-_BY_THREAD_TURN = select(events).where(
-    tuple_(events.c.thread_id, events.c.turn_id).in_(bindparam("ids", expanding=True))
+_BY_INDEX = select(events).where(index_column.in_(bindparam("ids", expanding=True)))
+_KEY_COLUMNS = (index_column, events.c.correlation_id, events.c.digest, events.c.turn_id, events.c.thread_id)
+_KEYS_BY_CORRELATION = select(*_KEY_COLUMNS).where(
+    events.c.correlation_id.in_(bindparam("ids", expanding=True))
 )
+_KEYS_BY_DIGEST = select(*_KEY_COLUMNS).where(events.c.digest.in_(bindparam("ids", expanding=True)))
 _TURN_ELSEWHERE = (
     select(events)
     .where(
@@ -233,22 +262,80 @@ def _rows(conn: Connection, statement: Select[Any], ids: Sequence[Any]) -> Itera
         yield from conn.execute(statement, {"ids": list(ids[start : start + IN_CHUNK])}).mappings()
 
 
+def _rows_by_pairs(conn: Connection, pairs: Sequence[tuple[str, str]]) -> Iterator[Mapping[str, Any]]:
+    """Key columns of the rows whose (thread_id, turn_id) is one of ``pairs``: a join with a
+    VALUES list, one index probe per pair. (SQLite answers a row-value ``IN`` with a scan of the
+    whole index, which made every batch cost as much as the ledger is long.)"""
+    wanted = set(pairs)
+    for start in range(0, len(pairs), IN_CHUNK):
+        chunk = list(pairs[start : start + IN_CHUNK])
+        # Padded to a power of two (repeating a pair): a handful of statements to compile and
+        # cache, instead of one per chunk length.
+        size = 1 << (len(chunk) - 1).bit_length()
+        chunk += [chunk[-1]] * (size - len(chunk))
+        params: dict[str, str] = {}
+        for i, (thread_id, turn_id) in enumerate(chunk):
+            params[f"t{i}"], params[f"r{i}"] = thread_id, turn_id
+        for row in conn.execute(_pairs_statement(size), params).mappings():
+            if (row["thread_id"], row["turn_id"]) in wanted:
+                yield row
+
+
+@lru_cache(maxsize=16)
+def _pairs_statement(count: int) -> TextClause:
+    # VALUES columns are column1, column2 on both SQLite and PostgreSQL.
+    wanted = ", ".join(f"(:t{i}, :r{i})" for i in range(count))
+    return text(
+        'SELECT e."index", e.correlation_id, e.digest, e.turn_id, e.thread_id FROM events AS e '
+        f"JOIN (VALUES {wanted}) AS wanted ON e.thread_id = wanted.column1 AND e.turn_id = wanted.column2"
+    )
+
+
 class _EventCache:
-    """Rows turned into events once per batch (a row that does not parse is skipped: the chain
-    pass reports it)."""
+    """Rows turned into events once (a row that does not parse or validate is skipped: the chain
+    pass reports it). The most recent ``limit`` events are kept, and so are the most recent
+    streamed rows with their parsed payloads: an INTENT built for its DECISION is reused when
+    the next turn names it, and a recent candidate is built without reading it again. Valid
+    within one read snapshot."""
 
-    def __init__(self) -> None:
-        self.by_index: dict[int, Event | None] = {}
+    def __init__(self, limit: int | None = None) -> None:
+        self.by_index: OrderedDict[int, Event | None] = OrderedDict()
+        self.rows: OrderedDict[int, tuple[Mapping[str, Any], dict[str, Any] | None]] = OrderedDict()
+        self.limit = RECENT_EVENTS if limit is None else limit
 
-    def get(self, row: Mapping[str, Any]) -> Event | None:
+    def remember(self, row: Mapping[str, Any], payload: dict[str, Any] | None) -> None:
+        """A row the chain pass just streamed (``payload`` None: not a JSON object)."""
+        _bounded_put(self.rows, int(row["index"]), (row, payload), self.limit)
+
+    def get(self, row: Mapping[str, Any], payload: dict[str, Any] | None = None) -> Event | None:
         index = int(row["index"])
-        if index not in self.by_index:
-            try:
+        if index in self.by_index:
+            return self.by_index[index]
+        try:
+            if payload is None:
                 payload = json.loads(row["payload"])
-                self.by_index[index] = event_from(row, payload) if isinstance(payload, dict) else None
-            except (TypeError, ValueError):
-                self.by_index[index] = None
-        return self.by_index[index]
+            event = event_from(row, payload) if isinstance(payload, dict) else None
+        except (TypeError, ValueError):  # ValidationError is a ValueError
+            event = None
+        _bounded_put(self.by_index, index, event, self.limit)
+        return event
+
+    def by_indexes(self, conn: Connection, indexes: Sequence[int]) -> dict[int, Event | None]:
+        """index -> event (None: not a valid event) for rows that exist; reads only the rows it
+        has neither built nor seen streamed."""
+        found: dict[int, Event | None] = {}
+        unread: list[int] = []
+        for index in indexes:
+            if index in self.by_index:
+                found[index] = self.by_index[index]
+            elif index in self.rows:
+                row, payload = self.rows[index]
+                found[index] = self.get(row, payload) if payload is not None else None
+            else:
+                unread.append(index)
+        for row in _rows(conn, _BY_INDEX, unread):
+            found[int(row["index"])] = self.get(row)
+        return found
 
 
 def read_candidates(
@@ -268,20 +355,20 @@ def read_candidates(
     if not wanted:
         return {}
     ref_ids = sorted({ref for _, refs in wanted for ref in refs})
-    pairs = sorted({(intent.thread_id, ref) for intent, refs in wanted for ref in refs})
+    pairs = {(intent.thread_id, ref) for intent, refs in wanted for ref in refs}
+    # Which rows match, from the key columns alone; then each matching row as an event, once.
+    keys: dict[tuple[str, int], None] = {}
+    for statement, name in ((_KEYS_BY_CORRELATION, "correlation_id"), (_KEYS_BY_DIGEST, "digest")):
+        for row in _rows(conn, statement, ref_ids):
+            keys.setdefault((row[name], int(row["index"])))
+    for row in _rows_by_pairs(conn, sorted(pairs)):
+        keys.setdefault((row["turn_id"], int(row["index"])))
+    built = cache.by_indexes(conn, sorted({index for _, index in keys}))
     matching: dict[str, list[Event]] = {}
-    seen: set[tuple[str, int]] = set()
-    for statement, column, ids in (
-        (_BY_CORRELATION, "correlation_id", ref_ids),
-        (_BY_DIGEST, "digest", ref_ids),
-        (_BY_THREAD_TURN, "turn_id", pairs),
-    ):
-        for row in _rows(conn, statement, ids):
-            event = cache.get(row)
-            key = (row[column], int(row["index"]))
-            if event is not None and key not in seen:
-                seen.add(key)
-                matching.setdefault(row[column], []).append(event)
+    for value, index in keys:
+        event = built.get(index)
+        if event is not None:
+            matching.setdefault(value, []).append(event)
 
     def turn_elsewhere(ref: str, thread_id: str, before: int) -> Event | None:
         row = (
@@ -375,6 +462,7 @@ class _Span:
 @dataclass
 class _Audit:
     store: LedgerStore
+    conn: Connection  # the chain pass's read transaction: every lookup sees its snapshot
     artifacts: ArtifactStore | None
     configs: dict[str, ContextConfig]
     current_digest: str
@@ -393,17 +481,34 @@ class _Audit:
     drift: dict[str, _Span] = field(default_factory=dict)
     expired: _Span | None = None
     # INTENTs whose DECISION has not streamed by yet; DECISIONs whose EXECUTION has not.
-    pending_intents: dict[str, tuple[Mapping[str, Any], dict[str, Any]]] = field(default_factory=dict)
-    decisions: dict[str, tuple[int, str, Any]] = field(default_factory=dict)
-    checked_pointers: dict[tuple[str, str, int], tuple[str, str, str]] = field(default_factory=dict)
+    pending_intents: OrderedDict[str, tuple[Mapping[str, Any], dict[str, Any]]] = field(
+        default_factory=OrderedDict
+    )
+    decisions: OrderedDict[str, tuple[int, str, Any]] = field(default_factory=OrderedDict)
+    checked_pointers: OrderedDict[tuple[str, str, int], tuple[str, str, str]] = field(
+        default_factory=OrderedDict
+    )
+    # index -> digest recomputed by the chain pass, for the most recent RECENT_DIGESTS events.
+    digests: OrderedDict[int, str] = field(default_factory=OrderedDict)
+    events: _EventCache = field(default_factory=_EventCache)
+    # DECISIONs that did not verify on the candidates as of their INTENT: they get the store's
+    # own fetch as a second opinion once the read transaction is over (see second_opinions).
+    doubtful: list[tuple[int, str, dict[str, Any], Event, ContextConfig, list[str]]] = field(
+        default_factory=list
+    )
 
     def fail(self, kind: AuditKind, index: int | None, correlation_id: str | None, detail: str) -> None:
         self.failures.append(Finding(kind=kind, index=index, correlation_id=correlation_id, detail=detail))
 
     # ---- one batch
 
-    def run_batch(self, rows: Sequence[_Row]) -> None:
+    def run_batch(self, batch: Sequence[CheckedRow]) -> None:
+        rows = [(item.row, item.payload) for item in batch]
+        for item in batch:
+            if item.digest is not None:
+                _bounded_put(self.digests, int(item.row["index"]), item.digest, RECENT_DIGESTS)
         for row, payload in rows:
+            self.events.remember(row, payload)
             if payload is not None and row["kind"] == EventKind.INTENT:
                 _bounded_put(self.pending_intents, row["correlation_id"], (row, payload))
         found = self._prefetch(rows)
@@ -415,19 +520,20 @@ class _Audit:
                 self._decision(row, payload, found)
             elif kind == EventKind.EXECUTION:
                 self._execution(row, payload, found)
-            for raw in iter_pointers(payload):
-                self._pointer(row, raw)
+            if may_hold_pointers(row["payload"]):
+                for raw in iter_pointers(payload):
+                    self._pointer(row, raw)
 
-    def _prefetch(self, rows: Sequence[_Row]) -> _Prefetched:
-        """One read transaction per batch for everything the batch's checks look up: INTENTs and
-        DECISIONs not seen in the stream, the events named by normative_input_digests, and the
-        candidates for every declared ref (three ``IN`` queries instead of one
-        ``fetch_ref_candidates`` call per DECISION)."""
+    def _prefetch(self, rows: Sequence[tuple[dict[str, Any], dict[str, Any] | None]]) -> _Prefetched:
+        """A few queries per batch, in the chain pass's snapshot, for everything the batch's
+        checks look up: INTENTs and DECISIONs not seen in the stream, the events named by
+        normative_input_digests, and the candidates for every declared ref (three key lookups
+        instead of one ``fetch_ref_candidates`` call per DECISION)."""
         found = _Prefetched()
         decided = {
             row["correlation_id"] for row, p in rows if p is not None and row["kind"] == EventKind.DECISION
         }
-        missing_intents: list[str] = []
+        missing_intents: set[str] = set()
         wanted_digests: set[str] = set()
         for row, payload in rows:
             if payload is None or row["kind"] != EventKind.DECISION:
@@ -435,9 +541,9 @@ class _Audit:
             cid = row["correlation_id"]
             cached = self.pending_intents.pop(cid, None)
             if cached is None:
-                missing_intents.append(cid)
+                missing_intents.add(cid)
             else:
-                found.intents[cid] = _event_or_none(*cached)
+                found.intents[cid] = self.events.get(*cached)
             values = payload.get("normative_input_digests")
             if isinstance(values, list):
                 wanted_digests.update(v for v in values if isinstance(v, str))
@@ -453,23 +559,22 @@ class _Audit:
         )
         if not (missing_intents or missing_decisions or wanted_digests or found.intents):
             return found
-        cache = _EventCache()
-        with self.store.read_connection("audit") as conn:
-            for row in _rows(conn, _BY_CORRELATION, sorted(set(missing_intents) | set(missing_decisions))):
-                event = cache.get(row)
-                if event is None:
-                    continue
-                if event.kind == EventKind.INTENT and event.correlation_id in missing_intents:
-                    found.intents.setdefault(event.correlation_id, event)
-                elif event.kind == EventKind.DECISION and event.correlation_id in missing_decisions:
-                    found.decisions.setdefault(event.correlation_id, _decision_summary(event))
-            for row in _rows(conn, _BY_DIGEST, sorted(wanted_digests)):
-                # The digest column is trusted only where the chain pass recomputed it.
-                if self.in_scope(row) or recompute_digest(row) == row["digest"]:
-                    found.normative.setdefault(row["digest"], row)
-            intents = [intent for intent in found.intents.values() if intent is not None]
-            found.candidates = read_candidates(conn, intents, cache)
-        missing = set(missing_intents) - set(found.intents)
+        cache, conn = self.events, self.conn
+        for row in _rows(conn, _BY_CORRELATION, sorted(missing_intents | set(missing_decisions))):
+            event = cache.get(row)
+            if event is None:
+                continue
+            if event.kind == EventKind.INTENT and event.correlation_id in missing_intents:
+                found.intents.setdefault(event.correlation_id, event)
+            elif event.kind == EventKind.DECISION and event.correlation_id in missing_decisions:
+                found.decisions.setdefault(event.correlation_id, _decision_summary(event))
+        for row in _rows(conn, _BY_DIGEST, sorted(wanted_digests)):
+            # The digest column is trusted only where the chain pass recomputed it.
+            if self.in_scope(row) or recompute_digest(row) == row["digest"]:
+                found.normative.setdefault(row["digest"], row)
+        intents = [intent for intent in found.intents.values() if intent is not None]
+        found.candidates = read_candidates(conn, intents, cache)
+        missing = missing_intents - set(found.intents)
         found.intents.update(dict.fromkeys(missing))
         return found
 
@@ -511,17 +616,27 @@ class _Audit:
                 drift.last_index = index
             return
         self.checked_decisions += 1
-        problems = verify_decision(payload, intent, found.candidates.get(cid, []), cfg)
-        # A second opinion: the candidates as the store fetches them today (exactly the
-        # workflow's call). Either set reproducing the DECISION verifies it.
-        if (
-            problems
-            and cid in found.candidates
-            and not verify_decision(payload, intent, self._fetch(intent), cfg)
-        ):
-            problems = []
+        candidates = found.candidates.get(cid, [])
+        problems = verify_decision_reusing(payload, intent, candidates, cfg, self.digests)
+        if problems and cid in found.candidates:
+            self.doubtful.append((index, cid, payload, intent, cfg, problems))
+            return
         for problem in problems:
             self.fail(decision_problem_kind(problem), index, cid, problem)
+
+    def second_opinions(self) -> None:
+        """The candidates as the store fetches them today (exactly the workflow's call) for every
+        DECISION that did not verify on the candidates as of its INTENT: either set reproducing
+        the DECISION verifies it. Run outside the chain pass's read transaction."""
+        for index, cid, payload, intent, cfg, problems in self.doubtful:
+            try:
+                fetched = self._fetch(intent)
+            except ValidationError:  # a candidate row the store cannot read: no second opinion
+                fetched = None
+            if fetched is None or verify_decision(payload, intent, fetched, cfg):
+                for problem in problems:
+                    self.fail(decision_problem_kind(problem), index, cid, problem)
+        self.doubtful.clear()
 
     def _fetch(self, intent: Event) -> list[Event]:
         self.store_fetches += 1
@@ -695,20 +810,17 @@ class _Audit:
             )
 
 
-def _bounded_put(mapping: dict[Any, Any], key: Any, value: Any, limit: int | None = None) -> None:
+def _bounded_put(mapping: OrderedDict[Any, Any], key: Any, value: Any, limit: int | None = None) -> None:
     """Insert, forgetting the oldest entry first when ``mapping`` holds ``limit`` entries
-    (default :data:`PENDING_INTENTS`): memory stays flat in the size of the ledger."""
+    (default :data:`PENDING_INTENTS`): memory stays flat in the size of the ledger. An
+    OrderedDict, because finding the oldest entry of a plain dict that keeps losing its first
+    entries costs a scan over the holes they leave (every insert cost as much as the bound)."""
+    bound = PENDING_INTENTS if limit is None else limit
     mapping.pop(key, None)
-    if len(mapping) >= (PENDING_INTENTS if limit is None else limit):
-        del mapping[next(iter(mapping))]
-    mapping[key] = value
-
-
-def _event_or_none(row: Mapping[str, Any], payload: dict[str, Any]) -> Event | None:
-    try:
-        return event_from(row, payload)
-    except ValidationError:
-        return None
+    while mapping and len(mapping) >= bound:
+        mapping.popitem(last=False)
+    if bound > 0:
+        mapping[key] = value
 
 
 def _decision_summary(event: Event) -> tuple[int, str, Any]:
@@ -731,68 +843,6 @@ def _conditions(
     return conditions
 
 
-def _chain_pass(
-    store: LedgerStore,
-    *,
-    thread_id: str | None,
-    since_index: int | None,
-    until_index: int | None,
-    progress: Callable[[int], None] | None,
-    batch_size: int,
-) -> VerifyReport:
-    """(a): :func:`verify_ledger` for the whole ledger or a thread; for an index range, the same
-    checker (recomputed digests, each event linked to the recomputed digest of index - 1 wherever
-    that event is, missing predecessors as gaps, duplicate keys) over a range query."""
-    if since_index is None and until_index is None:
-        return verify_ledger(store, thread_id=thread_id, progress=progress, batch_size=batch_size)
-    checker = _Checker()
-    conditions = _conditions(thread_id, since_index, until_index)
-    query = select(events).where(*conditions).order_by(index_column)
-    with store.read_connection("verify") as conn:
-        _verify_thread(conn, query, checker, progress, batch_size)
-        _check_duplicate_keys(conn, conditions, checker)
-    problems = sorted(checker.problems, key=lambda p: (p.index, p.kind.value))
-    return VerifyReport(
-        ok=not problems,
-        checked=checker.checked,
-        thread_id=thread_id,
-        head_index=checker.head_index,
-        head_digest=checker.head_digest,
-        problems=problems,
-    )
-
-
-def _parsed(row: Mapping[str, Any]) -> _Row:
-    try:
-        payload = json.loads(row["payload"])
-    except (TypeError, ValueError):
-        return row, None
-    return row, payload if isinstance(payload, dict) else None
-
-
-def _read_batches(
-    store: LedgerStore, conditions: list[ColumnElement[bool]], last_index: int, batch_size: int
-) -> Iterator[list[_Row]]:
-    """Rows with their parsed payloads, in index order up to ``last_index``: keyset pages, each
-    in its own short read transaction (the checks of a page may call the store in between)."""
-    after = -1
-    while after < last_index:
-        with store.read_connection("audit") as conn:
-            rows = [
-                _parsed(row)
-                for row in conn.execute(
-                    select(events)
-                    .where(*conditions, index_column > after, index_column <= last_index)
-                    .order_by(index_column)
-                    .limit(batch_size)
-                ).mappings()
-            ]
-        if not rows:
-            return
-        yield rows
-        after = int(rows[-1][0]["index"])
-
-
 def verify_all(
     store: LedgerStore,
     *,
@@ -805,6 +855,7 @@ def verify_all(
     snapshot_grace: timedelta | None = None,
     known_configs: Sequence[ContextConfig] = (),
     batch_size: int = DEFAULT_BATCH_SIZE,
+    workers: int | None = None,
 ) -> AuditReport:
     """Verify the ledger (or ``thread_id``'s events, or the indexes ``since_index..until_index``).
 
@@ -813,61 +864,67 @@ def verify_all(
     one of them is recomputed with it instead of being reported as ``config_drift``. A missing
     ``snapshot``-retention artifact older than ``snapshot_grace`` is ``expired_snapshot`` info
     (gc deletes those); without ``snapshot_grace`` it is a failure like any missing artifact.
-    ``progress(done, total)`` is called after every batch; ``total`` is twice the number of events
-    in scope (each event is visited by the chain pass, then by the decision/artifact pass).
+    ``progress(done, total)`` is called after every batch; ``total`` is twice the number of
+    events in scope (each event is digested and chain-checked, then its decision and artifact
+    checks run: one pass does both, batch by batch). ``workers``: processes to verify index
+    ranges in (default: one per core for a scope of at least :data:`PARALLEL_MIN_EVENTS` events
+    when forking is safe, see :mod:`turngate.audit.verify_parallel`); the report is the same
+    either way.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     started = time.perf_counter()
     conditions = _conditions(thread_id, since_index, until_index)
-    with store.read_connection("audit") as conn:
-        in_scope_count = int(
-            conn.execute(select(func.count()).select_from(events).where(*conditions)).scalar_one()
-        )
-    total = 2 * in_scope_count
-
-    def chain_progress(checked: int) -> None:
-        if progress is not None:
-            progress(min(checked, in_scope_count), total)
-
-    chain = _chain_pass(
-        store,
+    dup = _Checker()
+    with store.read_connection("verify") as conn:
+        count, last = conn.execute(
+            select(func.count(), func.max(index_column)).select_from(events).where(*conditions)
+        ).one()
+        in_scope_count, last_index = int(count), (None if last is None else int(last))
+        # Duplicate keys first, over the whole scope: the parts then know which rows need a
+        # correlation_id in the report.
+        _check_duplicate_keys(conn, conditions, dup)
+        parts = _worker_count(store, artifacts, in_scope_count, workers)
+        bounds = _split(conn, conditions, in_scope_count, last_index, parts)
+    configs = config_map(context_config, known_configs)
+    plan = _Plan(
         thread_id=thread_id,
         since_index=since_index,
-        until_index=until_index,
-        progress=chain_progress,
+        last_index=last_index,
+        whole=thread_id is None and since_index is None and until_index is None,
+        conditions=conditions,
         batch_size=batch_size,
-    )
-
-    def in_scope(row: Mapping[str, Any]) -> bool:
-        index = int(row["index"])
-        return (
-            (thread_id is None or row["thread_id"] == thread_id)
-            and (since_index is None or index >= since_index)
-            and (chain.head_index is not None and index <= chain.head_index)
-        )
-
-    configs = config_map(context_config, known_configs)
-    audit = _Audit(
-        store=store,
-        artifacts=artifacts,
         configs=configs,
-        current_digest=next(iter(configs)),
         snapshot_grace=snapshot_grace,
-        in_scope=in_scope,
+        note_indexes=frozenset(problem.index for problem in dup.problems),
     )
-    correlation_of: dict[int, str] = {}
-    problem_indexes = {problem.index for problem in chain.problems}
-    scanned = 0
-    if chain.head_index is not None:
-        for rows in _read_batches(store, conditions, chain.head_index, batch_size):
-            audit.run_batch(rows)
-            scanned += len(rows)
-            for row, _payload in rows:
-                if int(row["index"]) in problem_indexes:
-                    correlation_of[int(row["index"])] = row["correlation_id"]
-            if progress is not None:
-                progress(min(in_scope_count + scanned, total), total)
+
+    # Events checked by each part; the forked parts write theirs to shared memory.
+    done_by_part = shared_counters(len(bounds)) if progress is not None and len(bounds) > 1 else [0]
+
+    def report_progress(done_here: int) -> None:
+        if progress is not None:
+            # Each event counts twice (digests and chain, then decisions and artifacts): one
+            # pass does both, batch by batch.
+            done = done_here + sum(done_by_part[1:])
+            progress(min(2 * done, 2 * in_scope_count), 2 * in_scope_count)
+
+    def here() -> _Part:
+        return _verify_part(store, artifacts, plan, bounds[0], report_progress)
+
+    jobs = [
+        partial(_forked_part, store, artifacts, plan, bound, done_by_part, part)
+        for part, bound in enumerate(bounds[1:], start=1)
+    ]
+    mine, tallies = run_forked(here, jobs) if jobs else (here(), [])
+    checker, audit, correlation_of = mine
+    for bound, tally in zip(bounds[1:], tallies, strict=True):
+        if tally is None:  # the child failed: verify its range here
+            tally = _tally(*_verify_part(store, artifacts, plan, bound, None))
+        _absorb(checker, audit, correlation_of, tally)
+    checker.problems.extend(dup.problems)
+    if jobs:
+        report_progress(checker.checked)
     audit.finish()
 
     chain_findings = [
@@ -882,7 +939,7 @@ def verify_all(
                 else ""
             ),
         )
-        for problem in chain.problems
+        for problem in checker.problems
     ]
     failures = sorted(
         chain_findings + audit.failures,
@@ -894,16 +951,226 @@ def verify_all(
         thread_id=thread_id,
         since_index=since_index,
         until_index=until_index,
-        checked_events=chain.checked,
+        checked_events=checker.checked,
         checked_decisions=audit.checked_decisions,
         unverified_decisions=audit.unverified_decisions,
         checked_artifacts=audit.checked_artifacts,
         failures=failures,
         warnings=audit.warnings,
         info=audit.info,
-        head_index=chain.head_index,
-        head_digest=chain.head_digest,
+        head_index=checker.head_index,
+        head_digest=checker.head_digest,
         context_config_digest=audit.current_digest,
         duration_ms=round(elapsed * 1000),
-        events_per_s=round(chain.checked / elapsed, 1) if elapsed > 0 else 0.0,
+        events_per_s=round(checker.checked / elapsed, 1) if elapsed > 0 else 0.0,
     )
+
+
+# --------------------------------------------------------------------------- parts
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every part of one verify_all run shares."""
+
+    thread_id: str | None
+    since_index: int | None
+    last_index: int | None  # the head of the scope when the run started: nothing after it
+    whole: bool  # the whole log: indexes from 0, no gaps
+    conditions: list[ColumnElement[bool]]
+    batch_size: int
+    configs: dict[str, ContextConfig]
+    snapshot_grace: timedelta | None
+    note_indexes: frozenset[int]  # rows whose correlation_id a finding needs (besides chain problems)
+
+    def in_scope(self, row: Mapping[str, Any]) -> bool:
+        index = int(row["index"])
+        return (
+            (self.thread_id is None or row["thread_id"] == self.thread_id)
+            and (self.since_index is None or index >= self.since_index)
+            and (self.last_index is not None and index <= self.last_index)
+        )
+
+
+#: A part's index range (inclusive; None: unbounded below).
+_Bound = tuple[int | None, int | None]
+_Part = tuple[_Checker, "_Audit", dict[int, str]]
+
+#: Below this many events in scope, one process (forking costs more than it saves).
+PARALLEL_MIN_EVENTS = 4_000
+
+
+def _worker_count(
+    store: LedgerStore, artifacts: ArtifactStore | None, events_in_scope: int, workers: int | None
+) -> int:
+    """How many processes: ``workers`` if given, else one per core for a large enough scope;
+    always one where forking is unsafe or cannot share the stores (in-memory SQLite, S3)."""
+    wanted = (
+        workers if workers is not None else (usable_cores() if events_in_scope >= PARALLEL_MIN_EVENTS else 1)
+    )
+    wanted = max(1, min(wanted, events_in_scope))
+    if wanted == 1 or is_sqlite_memory(store.engine.url) or not can_fork():
+        return 1
+    if artifacts is not None and not isinstance(artifacts, LocalArtifactStore):
+        return 1  # a network client's sockets must not be shared with a child
+    return wanted
+
+
+def _split(
+    conn: Connection,
+    conditions: list[ColumnElement[bool]],
+    count: int,
+    last_index: int | None,
+    parts: int,
+) -> list[_Bound]:
+    """``parts`` index ranges with about as many events in scope each."""
+    if parts <= 1 or last_index is None:
+        return [(None, last_index)]
+    starts: list[int] = []
+    for part in range(1, parts):
+        start = conn.execute(
+            select(index_column)
+            .where(*conditions)
+            .order_by(index_column)
+            .offset(part * count // parts)
+            .limit(1)
+        ).scalar()
+        if start is not None and (not starts or int(start) > starts[-1]):
+            starts.append(int(start))
+    lows: list[int | None] = [None, *starts]
+    highs: list[int | None] = [start - 1 for start in starts] + [last_index]
+    return list(zip(lows, highs, strict=True))
+
+
+def _verify_part(
+    store: LedgerStore,
+    artifacts: ArtifactStore | None,
+    plan: _Plan,
+    bound: _Bound,
+    progress: Callable[[int], None] | None,
+) -> _Part:
+    """The chain pass and the audit of one index range, in one read transaction; then the
+    second opinions (which need the store's own reads)."""
+    low, high = bound
+    checker = _Checker()
+    correlation_of: dict[int, str] = {}
+    query = select(events).where(*plan.conditions)
+    if low is not None:
+        query = query.where(index_column >= low)
+    if high is not None:
+        query = query.where(index_column <= high)
+    query = query.order_by(index_column)
+    with store.read_connection("verify") as conn:
+        audit = _Audit(
+            store=store,
+            conn=conn,
+            artifacts=artifacts,
+            configs=plan.configs,
+            current_digest=next(iter(plan.configs)),
+            snapshot_grace=plan.snapshot_grace,
+            in_scope=plan.in_scope,
+        )
+        if high is not None:  # else the scope is empty
+            seed = seed_before(conn, low) if plan.whole and low is not None else (0, None)
+            batches = iter_checked(
+                conn, query, checker, whole=plan.whole, batch_size=plan.batch_size, seed=seed
+            )
+            for batch in batches:
+                audit.run_batch(batch)
+                _note_correlations(checker, plan.note_indexes, batch, correlation_of)
+                if progress is not None:
+                    progress(checker.checked)
+    audit.second_opinions()
+    return checker, audit, correlation_of
+
+
+def _forked_part(
+    store: LedgerStore,
+    artifacts: ArtifactStore | None,
+    plan: _Plan,
+    bound: _Bound,
+    done_by_part: MutableSequence[int],
+    part: int,
+) -> _Tally:
+    # A forked child must not touch the parent's pooled connections: a pool of its own.
+    store.engine.dispose(close=False)
+
+    def progress(done: int) -> None:
+        if len(done_by_part) > part:
+            done_by_part[part] = done
+
+    return _tally(*_verify_part(store, artifacts, plan, bound, progress))
+
+
+_COUNTS = (
+    "checked_decisions",
+    "unverified_decisions",
+    "checked_artifacts",
+    "unchecked_artifacts",
+    "store_fetches",
+)
+
+
+@dataclass
+class _Tally:
+    """What a part found, in a form a child process can send back (merged by :func:`_absorb`)."""
+
+    problems: list[VerifyProblem]
+    checked: int
+    head: tuple[int | None, str | None]
+    correlation_of: dict[int, str]
+    failures: list[Finding]
+    counts: dict[str, int]
+    drift: dict[str, _Span]
+    expired: _Span | None
+
+
+def _tally(checker: _Checker, audit: _Audit, correlation_of: dict[int, str]) -> _Tally:
+    return _Tally(
+        problems=checker.problems,
+        checked=checker.checked,
+        head=(checker.head_index, checker.head_digest),
+        correlation_of=correlation_of,
+        failures=audit.failures,
+        counts={name: getattr(audit, name) for name in _COUNTS},
+        drift=audit.drift,
+        expired=audit.expired,
+    )
+
+
+def _absorb(checker: _Checker, audit: _Audit, correlation_of: dict[int, str], tally: _Tally) -> None:
+    """Add a later part's findings to the first part's (parts are merged in index order)."""
+    checker.problems.extend(tally.problems)
+    checker.checked += tally.checked
+    if tally.head[0] is not None:
+        checker.head_index, checker.head_digest = tally.head
+    correlation_of.update(tally.correlation_of)
+    audit.failures.extend(tally.failures)
+    for name in _COUNTS:
+        setattr(audit, name, getattr(audit, name) + tally.counts[name])
+    for config_digest, span in tally.drift.items():
+        audit.drift[config_digest] = _join(audit.drift.get(config_digest), span)
+    audit.drift = dict(sorted(audit.drift.items(), key=lambda item: item[1].first_index))
+    if tally.expired is not None:
+        audit.expired = _join(audit.expired, tally.expired)
+
+
+def _join(earlier: _Span | None, later: _Span) -> _Span:
+    if earlier is None:
+        return later
+    return _Span(
+        earlier.count + later.count, earlier.first_index, later.last_index, earlier.first_correlation_id
+    )
+
+
+def _note_correlations(
+    checker: _Checker, extra: frozenset[int], batch: Sequence[CheckedRow], out: dict[int, str]
+) -> None:
+    """correlation_id of every row of ``batch`` a chain problem (so far) or ``extra`` is about."""
+    wanted = extra | {problem.index for problem in checker.problems}
+    if not wanted:
+        return
+    for item in batch:
+        index = int(item.row["index"])
+        if index in wanted:
+            out.setdefault(index, item.row["correlation_id"])

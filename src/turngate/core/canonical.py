@@ -17,6 +17,10 @@ DIGEST_PREFIX = "sha256:"
 _SAFE_INT = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: larger integers are refused
 _SORT_SAFE_BELOW = "\ue000"  # keys below this sort the same by code point and by UTF-16 unit
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+# In JSON text: a character at or above U+E000, or a \\u escape that decodes to one or to a
+# surrogate (object keys with those may sort differently by code point and by UTF-16 unit).
+_HIGH_CHAR_RE = re.compile(r"[\ue000-\U0010ffff]")
+_HIGH_ESCAPE_RE = re.compile(r"\\u[dDeEfF]")
 
 
 class CanonicalizationError(ValueError):
@@ -52,6 +56,62 @@ def _json_writes_it_canonically(value: Any) -> bool:
             continue
         return False
     return True
+
+
+class _NotPlain(Exception):
+    """Raised by the parse hooks: the text holds a float or a non-finite constant."""
+
+
+def _refuse_number(_text: str) -> Any:
+    raise _NotPlain
+
+
+def _safe_int(text: str) -> int:
+    # 15 digits are always below 2**53 - 1; anything longer is compared.
+    value = int(text)
+    if len(text) > 15 and not -_SAFE_INT <= value <= _SAFE_INT:
+        raise _NotPlain
+    return value
+
+
+def _text_may_sort_differently(text: str) -> bool:
+    if text.isascii():
+        return "\\u" in text and _HIGH_ESCAPE_RE.search(text) is not None
+    return _HIGH_CHAR_RE.search(text) is not None or _HIGH_ESCAPE_RE.search(text) is not None
+
+
+def loads_plain(text: str | bytes) -> tuple[Any, bool]:
+    """``json.loads(text)``, and whether the parsed value is *plain*: one that
+    :func:`plain_canonical_bytes` may write without walking it first (no floats, no NaN or
+    Infinity, no integer outside the safe range, no key whose order could differ).
+
+    The parse hooks catch numbers; a substring test (a regex only for non-ASCII text) catches
+    characters. Conservative: a high character in a string value, not a key, only makes the
+    value not plain. Raises ``ValueError`` (or ``TypeError``) as ``json.loads`` does.
+    """
+    raw = text.decode("utf-8") if isinstance(text, bytes | bytearray) else text
+    if not isinstance(raw, str):
+        raise TypeError(f"JSON text must be str or bytes, not {type(raw).__name__}")
+    if not _text_may_sort_differently(raw):
+        try:
+            value = json.loads(
+                raw, parse_float=_refuse_number, parse_constant=_refuse_number, parse_int=_safe_int
+            )
+            return value, True
+        except _NotPlain:
+            pass
+    return json.loads(raw), False
+
+
+def plain_canonical_bytes(value: Any) -> bytes:
+    """:func:`canonical_bytes` of a value the caller knows to be plain (its parts came from
+    :func:`loads_plain` reporting ``True``, plus ``str``/``None`` values and safe integers):
+    straight to the C encoder. Anything the encoder refuses still gets the full path."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return text.encode("utf-8")
+    except (UnicodeEncodeError, ValueError, TypeError, RecursionError):
+        return canonical_bytes(value)
 
 
 def canonical_bytes(value: Any) -> bytes:

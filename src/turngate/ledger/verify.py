@@ -1,7 +1,8 @@
 """Ledger verification: recompute every digest and every chain link, report every problem.
 
-The verifier reads the stored columns and payload of each event, recomputes its digest with the
-same core code that sealed it (:func:`turngate.core.events.event_digest`) and never trusts the
+The verifier reads the stored columns and payload of each event, recomputes its digest over the
+scope that :func:`turngate.core.events.event_digest_scope` defines (see
+:mod:`turngate.ledger.verify_fast`: byte-identical to ``event_digest``) and never trusts the
 stored ``digest`` column except as the value to compare against. It streams through the log in
 index order (one read snapshot, ``batch_size`` rows in memory at a time), so it checks every
 event however large the ledger is. It reports; it never repairs or re-links anything.
@@ -9,8 +10,8 @@ event however large the ledger is. It reports; it never repairs or re-links anyt
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -18,9 +19,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.engine import Connection
 
-from turngate.core.events import EventDraft, event_digest
 from turngate.ledger.schema import events, index_column
 from turngate.ledger.store import LedgerStore
+from turngate.ledger.verify_fast import RowDigester, UnreadableRow
 
 DEFAULT_BATCH_SIZE = 1000
 
@@ -53,33 +54,30 @@ class VerifyReport(BaseModel):
     problems: list[VerifyProblem] = Field(default_factory=list)
 
 
-class _Unreadable(ValueError):
-    """A stored row whose digest cannot even be recomputed (payload is not a JSON object)."""
+@dataclass(slots=True)
+class CheckedRow:
+    """A stored row after the chain pass: its columns, its parsed payload (None when it is not a
+    JSON object) and the digest recomputed from it (None when it cannot be computed)."""
+
+    row: dict[str, Any]
+    payload: dict[str, Any] | None
+    digest: str | None
+
+
+_DIGESTERS: dict[tuple[str, ...], RowDigester] = {}
+
+
+def _digester(columns: Sequence[str]) -> RowDigester:
+    key = tuple(columns)
+    if key not in _DIGESTERS:
+        _DIGESTERS[key] = RowDigester(key)
+    return _DIGESTERS[key]
 
 
 def recompute_digest(row: Mapping[str, Any]) -> str:
     """The digest of a stored row, computed from its columns and payload alone."""
-    try:
-        payload = json.loads(row["payload"])
-    except (TypeError, ValueError) as exc:
-        raise _Unreadable(f"payload is not valid JSON: {exc}") from exc
-    if not isinstance(payload, dict):
-        raise _Unreadable("payload is not a JSON object")
-    # model_construct: no validation, so a tampered value (e.g. an unknown kind) still gets
-    # digested, and then differs from the stored digest, instead of crashing the verifier.
-    draft = EventDraft.model_construct(
-        kind=row["kind"],
-        thread_id=row["thread_id"],
-        turn_id=row["turn_id"],
-        parent_turn_id=row["parent_turn_id"],
-        correlation_id=row["correlation_id"],
-        stream_id=row["stream_id"],
-        lane=row["lane"],
-        actor=row["actor"],
-        intent_type=row["intent_type"],
-        payload=payload,
-    )
-    return event_digest(draft, int(row["index"]), row["prev_event_digest"])
+    columns = tuple(row.keys())
+    return _digester(columns).digest(tuple(row[name] for name in columns))[0]
 
 
 class _Checker:
@@ -101,15 +99,16 @@ class _Checker:
             VerifyProblem(kind=kind, index=index, detail=detail, expected=expected, found=found)
         )
 
-    def digest_of(self, row: Mapping[str, Any]) -> str | None:
-        """Recompute, record a digest_mismatch if it differs; None if it cannot be computed."""
+    def check(self, digester: RowDigester, values: Sequence[Any]) -> CheckedRow:
+        """Recompute, record a digest_mismatch if it differs (or cannot be computed)."""
+        row = dict(zip(digester.columns, values, strict=True))
         index = int(row["index"])
         self.checked += 1
         try:
-            recomputed = recompute_digest(row)
-        except _Unreadable as exc:
+            recomputed, payload = digester.digest(values)
+        except UnreadableRow as exc:
             self.add(ProblemKind.DIGEST_MISMATCH, index, str(exc), found=row["digest"])
-            return None
+            return CheckedRow(row, None, None)
         if recomputed != row["digest"]:
             self.add(
                 ProblemKind.DIGEST_MISMATCH,
@@ -119,7 +118,7 @@ class _Checker:
                 found=row["digest"],
             )
         self.head_index, self.head_digest = index, recomputed
-        return recomputed
+        return CheckedRow(row, payload, recomputed)
 
     def link(self, row: Mapping[str, Any], previous_digest: str | None) -> None:
         """Check ``row``'s prev_event_digest against the recomputed digest of index - 1."""
@@ -139,10 +138,14 @@ class _Checker:
             )
 
 
-def _batches(conn: Connection, query: Select[Any], batch_size: int) -> Iterator[list[Any]]:
-    result = conn.execute(query.execution_options(yield_per=batch_size)).mappings()
+def _batches(
+    conn: Connection, query: Select[Any], batch_size: int
+) -> Iterator[tuple[RowDigester, list[Any]]]:
+    """Plain row tuples, ``batch_size`` at a time (streamed: never the whole result in memory)."""
+    result = conn.execute(query.execution_options(yield_per=batch_size))
+    digester = _digester(tuple(result.keys()))
     for partition in result.partitions(batch_size):
-        yield list(partition)
+        yield digester, partition
 
 
 def verify_ledger(
@@ -168,10 +171,10 @@ def verify_ledger(
         conditions.append(events.c.thread_id == thread_id)
     query = select(events).where(*conditions).order_by(index_column)
     with store.read_connection("verify") as conn:
-        if thread_id is None:
-            _verify_all(conn, query, checker, progress, batch_size)
-        else:
-            _verify_thread(conn, query, checker, progress, batch_size)
+        batches = iter_checked(conn, query, checker, whole=thread_id is None, batch_size=batch_size)
+        for _batch in batches:
+            if progress is not None:
+                progress(checker.checked)
         _check_duplicate_keys(conn, conditions, checker)
     problems = sorted(checker.problems, key=lambda p: (p.index, p.kind.value))
     return VerifyReport(
@@ -184,19 +187,59 @@ def verify_ledger(
     )
 
 
-def _verify_all(
+#: Where a stream of the whole log resumes: (next expected index, (index, recomputed digest,
+#: computable) of the event before it or None).
+Seed = tuple[int, tuple[int, str | None, bool] | None]
+
+
+def seed_before(conn: Connection, index: int) -> Seed:
+    """The :data:`Seed` to verify the whole log from ``index`` on, as if streamed from 0: the
+    last event before ``index`` (its digest recomputed) and the index expected after it."""
+    result = conn.execute(select(events).where(index_column < index).order_by(index_column.desc()).limit(1))
+    digester = _digester(tuple(result.keys()))
+    values = result.first()
+    if values is None:
+        return 0, None
+    found = int(values[digester.columns.index("index")])
+    try:
+        recomputed: str | None = digester.digest(values)[0]
+    except UnreadableRow:
+        recomputed = None
+    return found + 1, (found, recomputed, recomputed is not None)
+
+
+def iter_checked(
     conn: Connection,
     query: Select[Any],
     checker: _Checker,
-    progress: Callable[[int], None] | None,
+    *,
+    whole: bool,
     batch_size: int,
-) -> None:
-    expected_index = 0
-    previous: tuple[int, str | None, bool] | None = None  # index, recomputed digest, computable
-    for batch in _batches(conn, query, batch_size):
-        for row in batch:
+    seed: Seed = (0, None),
+) -> Iterator[list[CheckedRow]]:
+    """Run the chain checks over ``query``'s rows (index order) and yield each batch, checked,
+    so that a caller can run more checks on the parsed rows without reading them again.
+
+    ``whole``: the query is the whole log (indexes from 0, no gaps, each event linked to the one
+    before it in the stream, ``seed`` saying where the stream starts); otherwise a subset (a
+    thread, a range) whose events are linked to the recomputed digest of index - 1 wherever
+    that event is.
+    """
+    if whole:
+        return _verify_all(conn, query, checker, batch_size, seed)
+    return _verify_thread(conn, query, checker, batch_size)
+
+
+def _verify_all(
+    conn: Connection, query: Select[Any], checker: _Checker, batch_size: int, seed: Seed
+) -> Iterator[list[CheckedRow]]:
+    expected_index, previous = seed  # previous: index, recomputed digest, computable
+    for digester, batch in _batches(conn, query, batch_size):
+        checked = [checker.check(digester, values) for values in batch]
+        for item in checked:
+            row = item.row
             index = int(row["index"])
-            recomputed = checker.digest_of(row)
+            recomputed = item.digest
             if previous is not None and index == previous[0]:
                 checker.add(ProblemKind.DUPLICATE, index, f"index {index} occurs more than once")
                 continue
@@ -223,33 +266,29 @@ def _verify_all(
                 checker.link(row, previous[1])
             previous = (index, recomputed, recomputed is not None)
             expected_index = max(expected_index, index + 1)
-        if progress is not None:
-            progress(checker.checked)
+        yield checked
 
 
 def _verify_thread(
-    conn: Connection,
-    query: Select[Any],
-    checker: _Checker,
-    progress: Callable[[int], None] | None,
-    batch_size: int,
-) -> None:
+    conn: Connection, query: Select[Any], checker: _Checker, batch_size: int
+) -> Iterator[list[CheckedRow]]:
     last: tuple[int, str | None] | None = None  # last thread event seen: index, recomputed
-    for batch in _batches(conn, query, batch_size):
+    for digester, batch in _batches(conn, query, batch_size):
+        checked = [checker.check(digester, values) for values in batch]
         known: dict[int, str | None] = {}
         if last is not None:
             known[last[0]] = last[1]
-        known.update({int(row["index"]): None for row in batch})  # filled in below
-        wanted = sorted({int(row["index"]) - 1 for row in batch if int(row["index"]) > 0} - set(known))
+        indexes = {int(item.row["index"]) for item in checked}
+        wanted = sorted({i - 1 for i in indexes if i > 0} - indexes - set(known))
         predecessors = _recompute_predecessors(conn, wanted)
         previous_index: int | None = last[0] if last is not None else None
-        for row in batch:
+        for item in checked:
+            row = item.row
             index = int(row["index"])
-            recomputed = checker.digest_of(row)
             if previous_index == index:
                 checker.add(ProblemKind.DUPLICATE, index, f"index {index} occurs more than once")
                 continue
-            known[index] = recomputed
+            known[index] = item.digest
             previous_index = index
             if index == 0:
                 checker.link(row, None)
@@ -266,11 +305,10 @@ def _verify_thread(
                 )
             elif digest_value is not None:
                 checker.link(row, digest_value)
-        if batch:
-            tail_index = int(batch[-1]["index"])
+        if checked:
+            tail_index = int(checked[-1].row["index"])
             last = (tail_index, known.get(tail_index))
-        if progress is not None:
-            progress(checker.checked)
+        yield checked
 
 
 def _recompute_predecessors(conn: Connection, indexes: list[int]) -> dict[int, tuple[bool, str | None]]:
@@ -278,11 +316,14 @@ def _recompute_predecessors(conn: Connection, indexes: list[int]) -> dict[int, t
     found: dict[int, tuple[bool, str | None]] = {i: (False, None) for i in indexes}
     for start in range(0, len(indexes), 500):
         chunk = indexes[start : start + 500]
-        for row in conn.execute(select(events).where(index_column.in_(chunk))).mappings():
+        result = conn.execute(select(events).where(index_column.in_(chunk)))
+        digester = _digester(tuple(result.keys()))
+        for values in result:
+            index = int(values[digester.columns.index("index")])
             try:
-                found[int(row["index"])] = (True, recompute_digest(row))
-            except _Unreadable:
-                found[int(row["index"])] = (True, None)
+                found[index] = (True, digester.digest(values)[0])
+            except UnreadableRow:
+                found[index] = (True, None)
     return found
 
 
