@@ -1,0 +1,164 @@
+"""Job inputs, results and the status model readers use (no Temporal types in here)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turngate.core.manifest import ArtifactPointer
+from turngate.jobs.chunking import ChunkParams
+from turngate.jobs.embedders import EmbedderSpec
+from turngate.jobs.index import IndexParams
+
+JobType = Literal["case.ingest", "case.embed", "case.index"]
+JOB_TYPES: tuple[JobType, ...] = ("case.ingest", "case.embed", "case.index")
+JobState = Literal["queued", "running", "completed", "failed", "cancelled", "timed_out"]
+FINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timed_out"})
+
+# Artifact kinds written by the jobs (chunks use chunking.CHUNK_KIND, indexes index.INDEX_KIND).
+CHUNK_MANIFEST_KIND = "case-chunks"
+EMBEDDING_SET_KIND = "case-embeddings"
+SEGMENT_KIND = "case-job-segment"
+
+# Default wall-clock limits per job type (seconds); the caller passes its own.
+DEFAULT_WALL_CLOCK_S: dict[str, float] = {"case.ingest": 600.0, "case.embed": 1800.0, "case.index": 600.0}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class JobOptions(_Model):
+    """How a job runs: its wall-clock limit and how fast a lost worker is noticed."""
+
+    wall_clock_s: float = Field(gt=0)
+    heartbeat_timeout_s: float = Field(default=30.0, gt=0)
+
+
+class DocumentRef(_Model):
+    """A document already stored as an artifact (an upload is stored first, then referenced)."""
+
+    name: str = Field(min_length=1, max_length=512)
+    artifact: ArtifactPointer
+    media_type: str | None = None  # None: guessed from the name, then the leading bytes
+
+
+class IngestInput(_Model):
+    case_id: str = Field(min_length=1, max_length=200)
+    documents: list[DocumentRef] = Field(min_length=1)
+    chunking: ChunkParams = ChunkParams()
+    options: JobOptions
+
+
+class EmbedInput(_Model):
+    case_id: str = Field(min_length=1, max_length=200)
+    chunks: ArtifactPointer  # the chunk manifest an ingest job produced
+    embedder: EmbedderSpec = EmbedderSpec()
+    options: JobOptions
+
+
+class IndexInput(_Model):
+    case_id: str = Field(min_length=1, max_length=200)
+    chunks: ArtifactPointer
+    embeddings: ArtifactPointer  # the embedding set an embed job produced
+    params: IndexParams = IndexParams()
+    options: JobOptions
+
+
+class DocumentChunks(_Model):
+    sha256: str
+    name: str
+    media_type: str
+    chunk_ids: list[str]
+
+
+class ChunkManifest(_Model):
+    """What ``case.ingest`` stores: every document and its chunk ids, in input order."""
+
+    case_id: str
+    chunking: ChunkParams
+    documents: list[DocumentChunks]
+
+    @property
+    def chunk_ids(self) -> list[str]:
+        """All chunk ids in document order, duplicates (repeated text) dropped."""
+        seen: dict[str, None] = {}
+        for doc in self.documents:
+            seen.update(dict.fromkeys(doc.chunk_ids))
+        return list(seen)
+
+
+class EmbeddingSet(_Model):
+    """What ``case.embed`` stores: the segments holding the vectors, in chunk-manifest order."""
+
+    case_id: str
+    chunk_manifest: str  # sha256 of the chunk manifest
+    embedder_id: str
+    dim: int
+    segments: list[str]  # sha256 of each segment artifact
+    count: int
+
+
+class IngestResult(_Model):
+    case_id: str
+    chunks: ArtifactPointer
+    documents: int
+    chunk_count: int
+
+
+class EmbedResult(_Model):
+    case_id: str
+    embeddings: ArtifactPointer
+    embedder_id: str
+    chunk_count: int
+
+
+class IndexResult(_Model):
+    case_id: str
+    index_version: str
+    index: ArtifactPointer
+    embedder_id: str
+    chunk_count: int
+
+
+class ProgressReport(_Model):
+    """Sent by a job's activity to its workflow (signal ``report_progress``)."""
+
+    items_done: int = Field(ge=0)
+    items_total: int = Field(ge=0)
+    started_at: str
+
+
+class JobProgress(BaseModel):
+    """The workflow's view of its job (query ``progress``)."""
+
+    state: JobState = "queued"
+    items_done: int = 0
+    items_total: int = 0
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def percent(self) -> float:
+        if self.state == "completed":
+            return 100.0
+        return round(100.0 * self.items_done / self.items_total, 1) if self.items_total else 0.0
+
+
+class JobStatus(BaseModel):
+    """A job as ``GET /jobs/{id}`` shows it."""
+
+    id: str
+    type: JobType
+    case_id: str | None
+    state: JobState
+    progress: float = Field(ge=0, le=100, description="percent of items done")
+    items_done: int
+    items_total: int
+    submitted_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: dict[str, Any] | None = None  # {"type": "job.timed_out", "message": "..."}
+    result: dict[str, Any] | None = None

@@ -1,0 +1,45 @@
+"""Job task queues, workflow names and per-type concurrency: one queue per job type."""
+
+from __future__ import annotations
+
+import uuid
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turngate.jobs.models import JobType
+
+WORKFLOW_NAMES: dict[JobType, str] = {
+    "case.ingest": "CaseIngestWorkflow",
+    "case.embed": "CaseEmbedWorkflow",
+    "case.index": "CaseIndexWorkflow",
+}
+JOB_TYPE_OF_WORKFLOW: dict[str, JobType] = {name: kind for kind, name in WORKFLOW_NAMES.items()}
+
+
+class JobQueues(BaseModel):
+    """Task queue names; ``prefix`` lets tests (or two deployments) use their own."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prefix: str = "jobs"
+
+    def for_type(self, job_type: JobType) -> str:
+        return f"{self.prefix}-{job_type.split('.', 1)[1]}"
+
+
+class JobConcurrency(BaseModel):
+    """Activity slots per job type and worker: with 1, two jobs of that type never overlap."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ingest: int = Field(default=2, ge=1)
+    embed: int = Field(default=1, ge=1)
+    index: int = Field(default=1, ge=1)
+
+    def for_type(self, job_type: JobType) -> int:
+        return int(getattr(self, job_type.split(".", 1)[1]))
+
+
+def new_job_id(job_type: JobType) -> str:
+    """A fresh workflow id for a job: ``job-embed-<uuid hex>``."""
+    return f"job-{job_type.split('.', 1)[1]}-{uuid.uuid4().hex}"
