@@ -81,12 +81,13 @@ async def sequential(target: RunningTurngate, sizes: Sizes) -> dict[str, Any]:
 
 
 async def _closed_loop(
-    target: RunningTurngate, clients: int, seconds: float, thread_prefix: str
+    target: RunningTurngate, clients: int, seconds: float, thread_prefix: str, warm_s: float = 1.0
 ) -> dict[str, Any]:
     """``clients`` clients, each `POST ?wait=execution` on its own threads, for ``seconds``."""
     done = 0
     errors: dict[str, int] = defaultdict(int)
     latencies: list[float] = []
+    finished: list[float] = []
     deadline = time.perf_counter() + seconds
 
     async def client(k: int, http: httpx.AsyncClient) -> None:
@@ -101,7 +102,8 @@ async def _closed_loop(
                 continue
             if resp.status_code == 202 and "execution" in resp.json():
                 done += 1
-                latencies.append((time.perf_counter() - start) * 1000)
+                finished.append(time.perf_counter())
+                latencies.append((finished[-1] - start) * 1000)
             else:
                 errors[f"{resp.status_code} {resp.json().get('reason_code', '')}".strip()] += 1
 
@@ -109,7 +111,10 @@ async def _closed_loop(
     async with _client(target) as http:
         await asyncio.gather(*(client(k, http) for k in range(clients)))
     elapsed = time.perf_counter() - started
+    # steady state: completions after the first ``warm_s`` (the pipeline filling) until the end
+    steady = sum(1 for t in finished if started + warm_s <= t <= deadline) / max(1e-9, seconds - warm_s)
     return {
+        "steady_turns_per_s": round(steady, 1),
         "clients": clients,
         "seconds": round(elapsed, 1),
         "turns": done,
@@ -133,31 +138,50 @@ async def concurrent(target: RunningTurngate, sizes: Sizes) -> dict[str, Any]:
 
 
 async def thread(target: RunningTurngate, sizes: Sizes) -> dict[str, Any]:
-    """One thread of chained turns, each declaring refs to the previous two turns."""
+    """One thread of chained turns, each declaring refs to the previous two turns.
+
+    Each chained turn is followed by a control turn on a fresh thread (no refs): the control
+    turns show what the machine and the growing ledger do over the same minutes, so a cost that
+    grows with the thread's length is told apart from drift that affects every turn.
+    """
     thread_id = f"chain-{uuid.uuid4().hex[:8]}"
-    latencies: list[float] = []
+    chain: list[float] = []
+    control: list[float] = []
     previous: list[str] = []
     not_executed = 0
+
+    async def timed(http: httpx.AsyncClient, body: dict[str, Any], into: list[float]) -> bool:
+        start = time.perf_counter()
+        resp = await http.post("/ingress/intent", params={"wait": "execution"}, json=body)
+        into.append((time.perf_counter() - start) * 1000)
+        return resp.status_code == 202 and "execution" in resp.json()
+
     async with _client(target) as http:
         for _ in range(sizes.thread_turns):
             body = intent(MESSAGE, thread_id, refs=refs_to(*previous[-2:]))
-            start = time.perf_counter()
-            resp = await http.post("/ingress/intent", params={"wait": "execution"}, json=body)
-            latencies.append((time.perf_counter() - start) * 1000)
-            if resp.status_code != 202 or "execution" not in resp.json():
-                not_executed += 1
+            not_executed += not await timed(http, body, chain)
             previous.append(body["correlation_id"])
+            fresh = intent(MESSAGE, f"control-{uuid.uuid4().hex[:8]}")
+            not_executed += not await timed(http, fresh, control)
     window = sizes.thread_window
-    first, last = pct(latencies[:window], 50), pct(latencies[-window:], 50)
+    ratio = _window_ratio(chain, window)
+    control_ratio = _window_ratio(control, window)
     return {
-        "ms_per_100_turns": _slope(latencies, per=100),
-        "turns": len(latencies),
+        "turns": len(chain),
         "not_executed": not_executed,
-        "first_window_p50_ms": first,
-        "last_window_p50_ms": last,
-        "ratio": round(last / first, 2) if first and last else None,
+        "first_window_p50_ms": pct(chain[:window], 50),
+        "last_window_p50_ms": pct(chain[-window:], 50),
+        "ratio": ratio,
         "window": window,
+        "ms_per_100_turns": _slope(chain, per=100),
+        "control_ratio": control_ratio,
+        "ratio_over_control": round(ratio / control_ratio, 2) if ratio and control_ratio else None,
     }
+
+
+def _window_ratio(values: list[float], window: int) -> float | None:
+    first, last = pct(values[:window], 50), pct(values[-window:], 50)
+    return round(last / first, 2) if first and last else None
 
 
 def _slope(values: list[float], per: int) -> float | None:
@@ -263,12 +287,13 @@ def _complete(kinds: set[str]) -> bool:
 
 async def slow_provider(target: RunningTurngate, sizes: Sizes) -> dict[str, Any]:
     """A provider taking ``slow_delay_ms`` per answer, ``slow_concurrency`` provider slots."""
-    result = await _closed_loop(target, sizes.slow_clients, sizes.slow_s, "slow")
-    bound = sizes.slow_concurrency / (sizes.slow_delay_ms / 1000)
+    delay_s = sizes.slow_delay_ms / 1000
+    result = await _closed_loop(target, sizes.slow_clients, sizes.slow_s, "slow", warm_s=2 * delay_s)
+    bound = sizes.slow_concurrency / delay_s
     return {
         **result,
         "provider_delay_ms": sizes.slow_delay_ms,
         "provider_concurrency": sizes.slow_concurrency,
         "provider_bound_turns_per_s": round(bound, 1),
-        "share_of_bound": round(result["turns_per_s"] / bound, 3),
+        "share_of_bound": round(result["steady_turns_per_s"] / bound, 3),
     }
