@@ -8,7 +8,6 @@ import contextlib
 import json
 
 import httpx
-import pytest
 
 from tests.security.conftest import bearer, make_key
 from tests.stack import envelope, running_stack
@@ -149,12 +148,6 @@ async def test_a_body_cannot_claim_a_principal(secure_settings: Settings) -> Non
     assert intent.payload["principal"]["key_id"] != "forged"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="audit/verify.py select_candidates/_TURN_ELSEWHERE still match refs across tenants "
-    "(recomputes CROSS_THREAD_REF where the gateway recorded REF_NOT_FOUND); needs "
-    "`event.tenant_id == intent.tenant_id` there (owned by the audit work; see docs/SECURITY.md)",
-)
 async def test_verify_recomputes_a_cross_tenant_ref_as_not_found(secure_settings: Settings) -> None:
     key_a = make_key(secure_settings, "tenant-a", "intent.write,snapshot.read")
     key_b = make_key(secure_settings, "tenant-b", "intent.write,snapshot.read")

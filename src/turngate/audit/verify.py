@@ -255,6 +255,8 @@ _TURN_ELSEWHERE = (
     .order_by(index_column)
     .limit(1)
 )
+# the same within one tenant: a tenant's refs never reach another tenant's events
+_TURN_ELSEWHERE_IN_TENANT = _TURN_ELSEWHERE.where(events.c.tenant_id == bindparam("tenant"))
 
 
 def _rows(conn: Connection, statement: Select[Any], ids: Sequence[Any]) -> Iterator[Mapping[str, Any]]:
@@ -370,12 +372,10 @@ def read_candidates(
         if event is not None:
             matching.setdefault(value, []).append(event)
 
-    def turn_elsewhere(ref: str, thread_id: str, before: int) -> Event | None:
-        row = (
-            conn.execute(_TURN_ELSEWHERE, {"ref": ref, "thread": thread_id, "before": before})
-            .mappings()
-            .first()
-        )
+    def turn_elsewhere(ref: str, thread_id: str, before: int, tenant: str | None) -> Event | None:
+        params = {"ref": ref, "thread": thread_id, "before": before, "tenant": tenant}
+        statement = _TURN_ELSEWHERE if tenant is None else _TURN_ELSEWHERE_IN_TENANT
+        row = conn.execute(statement, params).mappings().first()
         return None if row is None else cache.get(row)
 
     return {
@@ -388,7 +388,7 @@ def select_candidates(
     intent: Event,
     ref_ids: Sequence[str],
     matching: Mapping[str, Sequence[Event]],
-    turn_elsewhere: Callable[[str, str, int], Event | None],
+    turn_elsewhere: Callable[[str, str, int, str | None], Event | None],
 ) -> list[Event]:
     """The rules of ``store.fetch_ref_candidates(intent.thread_id, ref_ids)`` applied to the
     ledger as it was when the INTENT was recorded (the events before it): every event of the
@@ -396,18 +396,18 @@ def select_candidates(
     in the thread, the lowest-index matching event of another thread.
 
     ``matching``: ref id -> the events whose correlation_id or digest is that id (any thread) or
-    whose turn_id is that id (in the intent's thread); ``turn_elsewhere(ref, thread_id, before)``:
+    whose turn_id is that id (in the intent's thread); ``turn_elsewhere(ref, thread_id, before, tenant)``:
     the lowest-index event of another thread with that turn_id before ``before``.
 
     Why "as of the INTENT": today's fetch also sees later events, and a later in-thread match
     hides the cross-thread candidate that made the DECISION a ``CROSS_THREAD_REF``.
     """
-    thread_id = intent.thread_id
+    thread_id, tenant = intent.thread_id, intent.tenant_id
     found: dict[int, Event] = {}
     for ref in ref_ids:
         for event in matching.get(ref, ()):
-            if event.index >= intent.index:
-                continue
+            if event.index >= intent.index or (tenant is not None and event.tenant_id != tenant):
+                continue  # later, or another tenant's (the store filters refs the same way)
             if ref in (event.correlation_id, event.digest) or (
                 event.turn_id == ref and event.thread_id == thread_id
             ):
@@ -423,7 +423,7 @@ def select_candidates(
             for _, event in sorted(found.items())
             if event.thread_id != thread_id and ref in (event.correlation_id, event.digest)
         ][:1]
-        by_turn = turn_elsewhere(ref, thread_id, intent.index)
+        by_turn = turn_elsewhere(ref, thread_id, intent.index, tenant)
         if by_turn is not None:
             elsewhere.append(by_turn)
         if elsewhere:
