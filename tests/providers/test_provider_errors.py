@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -23,8 +24,9 @@ from turngate.providers.errors import (
 from turngate.providers.ollama_chat import OllamaChatProvider
 from turngate.providers.openai_chat import OpenAIChatProvider
 
-OPENAI_KEY = "sk-proj-SECRETopenai0123456789"
-ANTHROPIC_KEY = "sk-ant-api03-SECRETanthropic0123456789"
+# made up per run: no key-shaped secret is committed to the repository
+OPENAI_KEY = f"sk-test-SECRETopenai{secrets.token_hex(8)}"
+ANTHROPIC_KEY = f"sk-ant-test-SECRETanthropic{secrets.token_hex(8)}"
 
 VENDORS = ["openai", "anthropic", "ollama"]
 

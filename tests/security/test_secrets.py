@@ -6,6 +6,7 @@ secret appears in any ledger row, artifact, log record, error body, workflow his
 from __future__ import annotations
 
 import logging
+import secrets
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ from turngate.devserver import DevServer
 from turngate.ledger import LedgerStore
 from turngate.temporal_client import connect
 
-PROVIDER_KEY = "sk-live-provider-SECRET-9f8e7d6c5b4a39281706"
+# made up per run: no key-shaped secret is committed to the repository
+PROVIDER_KEY = f"sk-test-provider-SECRET-{secrets.token_hex(12)}"
 
 
 def _needles(api_key: str) -> list[str]:
