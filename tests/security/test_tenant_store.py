@@ -28,7 +28,10 @@ def test_reads_only_see_the_callers_tenant(store: LedgerStore) -> None:
     assert store.by_correlation("a1", tenant_id="B") == []
     assert len(store.by_correlation("a1", tenant_id="A")) == 2
     assert store.turn_events("ta", "a1", tenant_id="B") == []
-    assert store.thread_tenants("ta") == {"A"} and store.thread_tenants("nope") == set()
+    # thread "ta" holds tenant A's events only; an unknown thread holds nobody's
+    assert not store.thread_has_other_tenant("ta", "A") and store.thread_has_other_tenant("ta", "B")
+    assert store.thread_has_other_tenant("ta", None)
+    assert not store.thread_has_other_tenant("nope", "A") and not store.thread_has_other_tenant("nope", None)
     assert store.get(0) is not None and store.get(0).tenant_id == "A"  # type: ignore[union-attr]
     assert verify_ledger(store).ok
 

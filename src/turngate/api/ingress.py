@@ -89,7 +89,7 @@ ID_IN_USE = "is already in use; choose another (ids are unique across the gatewa
 def _check_correlation(state: ApiState, envelope: IntentEnvelope, scoped: bool) -> None:
     """A correlation id names one turn; reusing it for another turn is refused up front. With a
     tenant-scoped caller, another tenant's id or thread is refused without naming anything."""
-    if scoped and state.store.thread_tenants(envelope.thread_id) - {envelope.tenant_id}:
+    if scoped and state.store.thread_has_other_tenant(envelope.thread_id, envelope.tenant_id):
         raise AdmissionError(
             "admission.correlation_conflict",
             f"thread_id {envelope.thread_id!r} {ID_IN_USE}",

@@ -248,7 +248,7 @@ async def verify(
                 "a tenant-scoped key verifies one thread at a time: pass ?thread_id= "
                 "(the whole ledger: an operator key, tenant '*', or `turngate verify`)",
             )
-        if await asyncio.to_thread(state.store.thread_tenants, thread_id) - {tenant}:
+        if await asyncio.to_thread(state.store.thread_has_other_tenant, thread_id, tenant):
             scope_thread = f"{NO_SUCH_THREAD}{uuid.uuid4().hex}"  # verify nothing, answer as absent
     config = load_context_config(state.settings.context_config_path, os.environ)
     report = await asyncio.to_thread(

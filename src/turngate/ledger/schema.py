@@ -66,6 +66,7 @@ events = Table(
     Index("ix_events_digest", "digest"),
     Index("ix_events_stream_id_lane_index", "stream_id", "lane", "index"),
     Index("ix_events_tenant_id_index", "tenant_id", "index"),
+    Index("ix_events_thread_id_tenant_id", "thread_id", "tenant_id"),
 )
 
 #: API keys (docs/SECURITY.md): only the sha256 of each secret is stored, never the secret.

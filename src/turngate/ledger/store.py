@@ -36,8 +36,10 @@ from sqlalchemy import (
     bindparam,
     create_engine,
     event,
+    exists,
     func,
     insert,
+    or_,
     select,
     text,
 )
@@ -488,11 +490,19 @@ class LedgerStore:
             "turn_events",
         )
 
-    def thread_tenants(self, thread_id: str) -> set[str | None]:
-        """The tenants that have events in ``thread_id`` (empty for an unknown thread)."""
-        query = select(events.c.tenant_id).where(events.c.thread_id == thread_id).distinct()
-        with self._read("thread_tenants") as conn:
-            return {row[0] for row in conn.execute(query)}
+    def thread_has_other_tenant(self, thread_id: str, tenant_id: str | None) -> bool:
+        """Whether ``thread_id`` holds an event of any tenant but ``tenant_id`` (no tenant counts
+        as another). Range seeks on (thread_id, tenant_id): O(log n), whatever the thread's length."""
+        column, in_thread = events.c.tenant_id, events.c.thread_id == thread_id
+        # one EXISTS per range ("!=" and OR would scan the thread's index entries instead)
+        ranges = (
+            [column.is_not(None)]
+            if tenant_id is None
+            else [column.is_(None), column < tenant_id, column > tenant_id]
+        )
+        query = select(or_(*(exists().where(in_thread, part) for part in ranges)))
+        with self._read("thread_has_other_tenant") as conn:
+            return bool(conn.execute(query).scalar())
 
     def first_in_thread(self, thread_id: str, kind: str) -> Event | None:
         """The thread's earliest event of ``kind`` (one index lookup on (thread_id, index))."""
