@@ -226,6 +226,26 @@ def recompute_decision_digests(
     }
 
 
+def compare_decision(stored: Mapping[str, Any], again: Mapping[str, Any]) -> list[str]:
+    """The problems between a stored DECISION payload and ``recompute_decision_digests``' result."""
+    problems: list[str] = []
+    boundary = stored.get("boundary")
+    stored_config = boundary.get("context_config_digest") if isinstance(boundary, Mapping) else None
+    if stored_config != again["context_config_digest"]:
+        problems.append("context_config_digest differs from the reloaded config")
+    if stored.get("context_digest") != again["context_digest"]:
+        problems.append("context_digest differs from the recomputation")
+    if list(stored.get("normative_input_digests") or []) != again["normative_input_digests"]:
+        problems.append("normative_input_digests differ")
+    if list(stored.get("resolved_refs") or []) != again["resolved_refs"]:
+        problems.append("resolved_refs differ")
+    stored_error = stored.get("error")
+    stored_code = stored_error.get("code") if isinstance(stored_error, Mapping) else None
+    if again["error_code"] is not None and stored_code != again["error_code"]:
+        problems.append(f"ref error differs: stored {stored_code!r}, recomputed {again['error_code']!r}")
+    return problems
+
+
 def verify_decision(
     stored: Mapping[str, Any],
     intent: Event,
@@ -246,20 +266,7 @@ def verify_decision(
     spec = stored.get("context_spec")
     prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
     again = recompute_decision_digests(intent, candidates, cfg, prompt)
-    boundary = stored.get("boundary")
-    stored_config = boundary.get("context_config_digest") if isinstance(boundary, Mapping) else None
-    if stored_config != again["context_config_digest"]:
-        problems.append("context_config_digest differs from the reloaded config")
-    if stored.get("context_digest") != again["context_digest"]:
-        problems.append("context_digest differs from the recomputation")
-    if list(stored.get("normative_input_digests") or []) != again["normative_input_digests"]:
-        problems.append("normative_input_digests differ")
-    if list(stored.get("resolved_refs") or []) != again["resolved_refs"]:
-        problems.append("resolved_refs differ")
-    stored_error = stored.get("error")
-    stored_code = stored_error.get("code") if isinstance(stored_error, Mapping) else None
-    if again["error_code"] is not None and stored_code != again["error_code"]:
-        problems.append(f"ref error differs: stored {stored_code!r}, recomputed {again['error_code']!r}")
+    problems.extend(compare_decision(stored, again))
     if policy is not None:
         replayed = decide(intent, candidates, cfg, policy, prompt=prompt)
         for key in ("decision", "reason_codes", "policy"):
