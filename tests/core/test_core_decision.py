@@ -113,7 +113,7 @@ def test_allow_payload_shape(new_chain):
         ([ev("c-OTHER-o1")], "CROSS_THREAD_REF"),
         ([ev("1")] * 51, "MAX_REFS_EXCEEDED"),
         ([], "EMPTY_REFS_DENIED"),
-        ([{"ref_type": "artifact.handle", "ref_id": "h"}], "REF_INVALID"),
+        ([{"ref_type": "blob.store", "ref_id": "h"}], "REF_INVALID"),
     ],
 )
 def test_ref_errors_deny_with_the_seed_code_and_skip_the_policy(new_chain, refs, code):

@@ -188,7 +188,7 @@ def test_empty_refs_denied_only_when_continuing_a_thread(new_chain):
 @pytest.mark.parametrize(
     "refs",
     [
-        [{"ref_type": "artifact.handle", "ref_id": "h1"}],
+        [{"ref_type": "blob.store", "ref_id": "h1"}],
         [{"ref_type": "event"}],
         [{"ref_type": "event", "ref_id": 7}],
         ["c-T-1"],

@@ -10,13 +10,14 @@ current message are never trimmed. Every item lands in the inclusion or the excl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
 from turngate.core.canonical import canonical_bytes, digest
 from turngate.core.events import Event, EventKind
+from turngate.core.external import EXTERNAL_PREAMBLE, ExternalItem, external_message
 from turngate.core.manifest import ExclusionEntry, InclusionEntry, ItemType
 from turngate.core.policy import intent_message
 from turngate.core.refs import Resolution
@@ -82,11 +83,14 @@ def assemble(
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     estimator: Callable[[str], int] = chars_div_3,
     current: Event | None = None,
+    external: Sequence[ExternalItem] = (),
 ) -> Assembly:
     """Assemble the messages for one turn. Deterministic for equal inputs.
 
     ``current`` (the turn's INTENT event) only names the current message in the inclusion log;
-    without it the message's content digest is used.
+    without it the message's content digest is used. ``external`` (retrieved chunks, fetched
+    handles, in rank order) become one user message just before the current one; over budget
+    they go after the history, last-ranked first.
     """
     if budget_tokens < 1:
         raise ValueError("budget_tokens must be at least 1")
@@ -139,7 +143,11 @@ def assemble(
     ordered_units = list(units.values())
 
     fixed = estimate(user_message) + (estimate(system_prompt) if system_prompt else 0)
-    total = fixed + sum(item.tokens for unit in ordered_units for item in unit)
+    outside = list(external)
+    outside_tokens = [estimate(external_message([item])) - estimate(EXTERNAL_PREAMBLE) for item in outside]
+    if outside:
+        fixed += estimate(EXTERNAL_PREAMBLE)
+    total = fixed + sum(item.tokens for unit in ordered_units for item in unit) + sum(outside_tokens)
     while total > budget_tokens and ordered_units:
         oldest = ordered_units.pop(0)
         total -= sum(item.tokens for item in oldest)
@@ -152,6 +160,12 @@ def assemble(
                     excluded_reason="budget_limit",
                 )
             )
+    dropped_outside: list[ExternalItem] = []
+    while total > budget_tokens and outside:
+        dropped_outside.insert(0, outside.pop())
+        total -= outside_tokens.pop()
+    if not outside and dropped_outside:
+        total -= estimate(EXTERNAL_PREAMBLE)
 
     kept = [item for unit in ordered_units for item in unit]
     kept.sort(key=lambda it: (it.event.index, it.event.digest))
@@ -159,6 +173,8 @@ def assemble(
     if system_prompt:
         messages.append(ChatMessage(role="system", content=system_prompt))
     messages += [item.message for item in kept]
+    if outside:
+        messages.append(ChatMessage(role="user", content=external_message(outside)))
     prefix = [message.model_dump(mode="json") for message in messages]
     messages.append(ChatMessage(role="user", content=user_message))
 
@@ -171,6 +187,24 @@ def assemble(
         )
         for item in kept
     ]
+    included += [
+        InclusionEntry(
+            item_id=item.item_id,
+            item_type="evidence",
+            source_ref=item.source_ref,
+            included_reason=item.included_reason,
+        )
+        for item in outside
+    ]
+    excluded += [
+        ExclusionEntry(
+            item_id=item.item_id,
+            item_type="evidence",
+            source_ref=item.source_ref,
+            excluded_reason="budget_limit",
+        )
+        for item in dropped_outside
+    ]
     included.append(
         InclusionEntry(
             item_id=current.digest if current is not None else digest(user_message),
@@ -179,7 +213,10 @@ def assemble(
             included_reason="current_intent",
         )
     )
-    excluded.sort(key=lambda entry: (int(entry.source_ref), entry.item_id))
+    # ledger items by event index, then external ones by their source (str sorts after int)
+    excluded.sort(
+        key=lambda entry: (isinstance(entry.source_ref, str), str(entry.source_ref).zfill(20), entry.item_id)
+    )
     return Assembly(
         messages=messages,
         included=included,

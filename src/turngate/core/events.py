@@ -11,7 +11,7 @@ import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError
 
 from turngate.core.canonical import canonical_bytes, digest_bytes
 
@@ -59,9 +59,52 @@ class _Strict(BaseModel):
 
 
 class DeclaredRef(_Strict):
+    """A ref to an earlier ledger event of the thread (resolved in the workflow, seed 000)."""
+
     ref_type: NonEmptyStr = "event"
     ref_id: NonEmptyStr
     version: str | None = None
+
+
+REF_TYPE_CASE_QUERY = "case_query"
+REF_TYPE_HANDLE = "artifact.handle"
+#: Refs whose content comes from outside the ledger (a case index, a Workbench resolver): an
+#: activity resolves them, their content is admitted ``execution_only`` (docs/CONTEXT.md).
+EXTERNAL_REF_TYPES: frozenset[str] = frozenset({REF_TYPE_CASE_QUERY, REF_TYPE_HANDLE})
+
+
+class CaseQueryRef(_Strict):
+    """Retrieval the client asks for: top ``top_k`` chunks of a case for ``query``, against a
+    pinned index version (``None``: the case's latest, pinned and recorded at resolution)."""
+
+    ref_type: Literal["case_query"] = "case_query"
+    case_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    query: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
+    top_k: Annotated[int, Field(ge=1, le=50)] = 5
+    index_version: NonEmptyStr | None = None
+    min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+
+
+class HandleRef(_Strict):
+    """A Workbench handle whose text may be fetched (off by default, docs/SECURITY.md)."""
+
+    ref_type: Literal["artifact.handle"] = "artifact.handle"
+    ref_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=512)]
+    kind: NonEmptyStr
+
+
+def _ref_tag(value: Any) -> str:
+    ref_type = value.get("ref_type") if isinstance(value, dict) else getattr(value, "ref_type", None)
+    return ref_type if ref_type in EXTERNAL_REF_TYPES else "event"
+
+
+AnyDeclaredRef = Annotated[
+    Annotated[DeclaredRef, Tag("event")]
+    | Annotated[CaseQueryRef, Tag(REF_TYPE_CASE_QUERY)]
+    | Annotated[HandleRef, Tag(REF_TYPE_HANDLE)],
+    Discriminator(_ref_tag),
+]
+ExternalRef = CaseQueryRef | HandleRef
 
 
 class Budget(_Strict):
@@ -86,7 +129,7 @@ class IntentPayload(_Strict):
     parent_turn_id: NonEmptyStr | None = None
     requested_model_id: NonEmptyStr | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
-    declared_refs: list[DeclaredRef] = Field(default_factory=list)
+    declared_refs: list[AnyDeclaredRef] = Field(default_factory=list)
     declared_tools: list[ToolName] = Field(default_factory=list)
     budget: Budget | None = None
     payload: IntentBody

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from turngate.core.assembly import Assembly
     from turngate.core.decision import DecisionOutcome
     from turngate.core.events import Event
+    from turngate.core.external import ExternalContext
 
 MANIFEST_SCHEMA_VERSION = "turngate.manifest.1"
 
@@ -27,6 +28,8 @@ ExcludedReason = Literal[
     "policy_filter",
     "not_admitted_for_execution",
     "score_below_threshold",
+    "over_top_k",
+    "fetch_refused",
     "no_prompt_content",
 ]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^(sha256:)?[0-9a-f]{64}$")]
@@ -96,6 +99,9 @@ class ContextManifest(_Frozen):
     inclusion_log: tuple[InclusionEntry, ...]
     exclusion_log: tuple[ExclusionEntry, ...]
     artifacts: tuple[ArtifactPointer, ...] = ()
+    # One record per case_query / artifact.handle ref: pinned index version, query, candidates
+    # with scores, ranking method and version, exclusions; or the handle's digest or refusal.
+    external_refs: tuple[dict[str, Any], ...] = ()
 
 
 def _intent_pointers(outcome: DecisionOutcome, intent: Event) -> dict[str, Any]:
@@ -125,6 +131,7 @@ def build_manifest(
     step_id: str,
     snapshot_id: str | None = None,
     artifacts: Sequence[ArtifactPointer] = (),
+    external: ExternalContext | None = None,
 ) -> ContextManifest:
     """The manifest of an ALLOWed turn from its decision and its assembly.
 
@@ -138,14 +145,19 @@ def build_manifest(
         ranked = [(ref.event_index, ref.event_digest) for ref in resolution.resolved_refs]
         ranked += [(ref.event_index, ref.event_digest) for ref in resolution.dropped_refs]
         candidates = [item_digest for _, item_digest in sorted(ranked)]
-    selected = [entry.item_id for entry in assembly.included if entry.included_reason == "declared_ref"]
+    candidates += _external_candidates(external)
+    selected = [
+        entry.item_id
+        for entry in assembly.included
+        if entry.included_reason in ("declared_ref", *EXTERNAL_INCLUDED_REASONS)
+    ]
     declared = (outcome.context_spec or {}).get("declared_refs", [])
     return ContextManifest(
         run_id=run_id,
         step_id=step_id,
         snapshot_id=snapshot_id,
         intent=_intent_pointers(outcome, intent),
-        retrieval_query={"mode": "declared_refs", "declared_refs": declared},
+        retrieval_query=_retrieval_query(declared, external),
         candidate_chunk_ids=tuple(candidates),
         selected_chunk_ids=tuple(selected),
         token_budget=assembly.budget_tokens,
@@ -154,9 +166,34 @@ def build_manifest(
         prefix_hash=assembly.prefix_hash,
         prefix_length=assembly.prefix_length,
         inclusion_log=tuple(assembly.included),
-        exclusion_log=tuple(assembly.excluded),
+        exclusion_log=tuple(assembly.excluded) + (external.excluded if external else ()),
         artifacts=tuple(artifacts),
+        external_refs=external.records if external else (),
     )
+
+
+EXTERNAL_INCLUDED_REASONS = ("declared_case_query", "declared_handle")
+
+
+def _external_candidates(external: ExternalContext | None) -> list[str]:
+    """Retrieval candidates in rank order, then fetched handles, ref by ref."""
+    ids: list[str] = []
+    for record in external.records if external else ():
+        ids += record.get("candidate_chunk_ids") or []
+        if record.get("content_sha256"):
+            ids.append(record["content_sha256"])
+    return ids
+
+
+def _retrieval_query(declared: Any, external: ExternalContext | None) -> dict[str, Any]:
+    query: dict[str, Any] = {"mode": "declared_refs", "declared_refs": declared}
+    cases = [r for r in (external.records if external else ()) if r.get("ref_type") == "case_query"]
+    if cases:
+        query["case_queries"] = [
+            {key: r.get(key) for key in ("case_id", "index_version", "retrieval_query", "top_k", "min_score")}
+            for r in cases
+        ]
+    return query
 
 
 def build_denied_manifest(
@@ -166,6 +203,7 @@ def build_denied_manifest(
     run_id: str,
     step_id: str,
     snapshot_id: str | None = None,
+    external: ExternalContext | None = None,
 ) -> ContextManifest:
     """The manifest of a DENIED turn: nothing reached a model; every resolved ref is excluded
     with ``policy_filter`` (a ref error resolves nothing, so its logs are empty)."""
@@ -178,11 +216,9 @@ def build_denied_manifest(
         step_id=step_id,
         snapshot_id=snapshot_id,
         intent=_intent_pointers(outcome, intent),
-        retrieval_query={
-            "mode": "declared_refs",
-            "declared_refs": (outcome.context_spec or {}).get("declared_refs", []),
-        },
-        candidate_chunk_ids=tuple(ref.event_digest for ref in refs),
+        retrieval_query=_retrieval_query((outcome.context_spec or {}).get("declared_refs", []), external),
+        candidate_chunk_ids=tuple(ref.event_digest for ref in refs) + tuple(_external_candidates(external)),
+        external_refs=external.records if external else (),
         selected_chunk_ids=(),
         token_budget=0,
         estimated_tokens=0,
@@ -198,5 +234,15 @@ def build_denied_manifest(
                 excluded_reason="policy_filter",
             )
             for ref in refs
-        ),
+        )
+        + tuple(
+            ExclusionEntry(
+                item_id=item.item_id,
+                item_type="evidence",
+                source_ref=item.source_ref,
+                excluded_reason="policy_filter",
+            )
+            for item in (external.items if external else ())
+        )
+        + (external.excluded if external else ()),
     )

@@ -30,7 +30,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from turngate.core.canonical import is_digest
-from turngate.core.events import DeclaredRef, Event, EventKind
+from turngate.core.events import (
+    EXTERNAL_REF_TYPES,
+    REF_TYPE_CASE_QUERY,
+    CaseQueryRef,
+    DeclaredRef,
+    Event,
+    EventKind,
+    ExternalRef,
+    HandleRef,
+)
 
 if TYPE_CHECKING:
     from turngate.core.context import ContextSettings
@@ -116,6 +125,8 @@ def ref_lookup_ids(declared_refs: Sequence[DeclaredRef | Mapping[str, Any]]) -> 
     """
     seen: dict[str, None] = {}
     for ref in declared_refs:
+        if _is_external(ref):
+            continue
         raw = (
             ref.ref_id
             if isinstance(ref, DeclaredRef)
@@ -126,14 +137,41 @@ def ref_lookup_ids(declared_refs: Sequence[DeclaredRef | Mapping[str, Any]]) -> 
     return list(seen)
 
 
-def declared_refs_of(intent: Event) -> list[dict[str, Any]]:
-    """The raw ``declared_refs`` list of an INTENT payload (``[]`` when absent)."""
+def _is_external(ref: object) -> bool:
+    if isinstance(ref, CaseQueryRef | HandleRef):
+        return True
+    return isinstance(ref, Mapping) and ref.get("ref_type") in EXTERNAL_REF_TYPES
+
+
+def _raw_declared_refs(intent: Event) -> list[Any]:
     raw = intent.payload.get("declared_refs")
     if raw is None:
         return []
     if not isinstance(raw, list):
         raise RefResolutionError(REF_INVALID, "payload.declared_refs must be a list")
     return raw
+
+
+def declared_refs_of(intent: Event) -> list[dict[str, Any]]:
+    """The raw ledger-event refs of an INTENT payload (``[]`` when absent). External refs
+    (``case_query``, ``artifact.handle``) are not among them: see :func:`external_refs_of`."""
+    return [ref for ref in _raw_declared_refs(intent) if not _is_external(ref)]
+
+
+def external_refs_of(intent: Event) -> list[ExternalRef]:
+    """The INTENT's ``case_query`` and ``artifact.handle`` refs, in declaration order (they were
+    validated at admission; a malformed one here is ``REF_INVALID``)."""
+    parsed: list[ExternalRef] = []
+    for position, raw in enumerate(_raw_declared_refs(intent)):
+        if not _is_external(raw):
+            continue
+        model = CaseQueryRef if raw["ref_type"] == REF_TYPE_CASE_QUERY else HandleRef
+        try:
+            parsed.append(model.model_validate(raw))
+        except ValidationError as exc:
+            detail = exc.errors(include_url=False)[0].get("msg")
+            raise RefResolutionError(REF_INVALID, f"declared_refs[{position}]: {detail}") from exc
+    return parsed
 
 
 def parse_declared_refs(intent: Event) -> list[DeclaredRef]:
