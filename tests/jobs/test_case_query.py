@@ -84,4 +84,7 @@ def test_ref_validation() -> None:
     with pytest.raises(ValueError):
         CaseQueryRef(case_id="c", query="q", top_k=0)
     with pytest.raises(ValueError):
-        CaseQueryRef.model_validate({"ref_type": "case_query", "case_id": "c", "query": "q", "extra": 1})
+        CaseQueryRef(case_id="c", query="q", min_score=1.5)
+    # unknown fields are ignored like every envelope field's (and never recorded)
+    ref = CaseQueryRef.model_validate({"ref_type": "case_query", "case_id": "c", "query": "q", "extra": 1})
+    assert "extra" not in ref.model_dump()

@@ -1,6 +1,6 @@
 """Resolving a declared ``case_query`` ref against a pinned index version (issue 7, item 4).
 
-Not wired into the turn workflow yet: this is the piece its activity would call. Retrieval
+The turn's external-refs activity (activities/external_refs.py) calls this. Retrieval
 happens only for a ref the client declared; the result is a pure function of (index version,
 query, top_k, min_score), and :func:`manifest_record` is what the context manifest records.
 """
@@ -12,29 +12,15 @@ import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from turngate.artifacts import ArtifactStore
 from turngate.artifacts.store import digest_hex
 from turngate.core.canonical import digest_bytes
+from turngate.core.events import CaseQueryRef
 from turngate.core.manifest import ArtifactPointer
 from turngate.jobs.embedders import Embedder
 from turngate.jobs.retrieval import CaseIndex, RetrievalResult
-
-
-class CaseQueryRef(BaseModel):
-    """``{"ref_type": "case_query", "case_id", "query", "top_k", "index_version"?, "min_score"?}``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    ref_type: Literal["case_query"] = "case_query"
-    case_id: str = Field(min_length=1, max_length=200)
-    query: str = Field(min_length=1, max_length=4000)
-    top_k: int = Field(default=5, ge=1, le=50)
-    index_version: str | None = None  # None: the case's latest index, pinned (and recorded) at resolution
-    min_score: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
 class CaseQueryError(ValueError):

@@ -57,6 +57,14 @@ class Boundary(_Model):
     prompt_config: dict[str, Any] | None = None
 
 
+class ExternalRefsInput(_Model):
+    """The turn's ``case_query`` / ``artifact.handle`` refs, as the INTENT recorded them."""
+
+    tenant_id: str | None
+    correlation_id: str
+    refs: list[dict[str, Any]]
+
+
 class BeginTurnInput(_Model):
     intent: EventDraft
     ref_ids: list[str]

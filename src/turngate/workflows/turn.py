@@ -24,11 +24,12 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.decision import DecisionOutcome, decide
     from turngate.core.estimators import get_estimator
     from turngate.core.events import Event, EventDraft, EventKind
+    from turngate.core.external import ExternalContext, ExternalError
     from turngate.core.manifest import build_denied_manifest, build_manifest
     from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
     from turngate.core.policy import load_policy
     from turngate.core.prompts import PromptConfig, SystemPrompt, build_system_prompt, parse_prompt_config
-    from turngate.core.refs import ref_lookup_ids
+    from turngate.core.refs import RefResolutionError, external_refs_of, ref_lookup_ids
     from turngate.core.safety import check_output
     from turngate.core.tools import (
         ToolSpec,
@@ -45,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         BeginTurnInput,
         BeginTurnResult,
         Boundary,
+        ExternalRefsInput,
         ProviderCallInput,
         ProviderCallResult,
         RecordedEvent,
@@ -57,6 +59,14 @@ LEDGER_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=50),
     maximum_interval=timedelta(seconds=5),
     non_retryable_error_types=["ledger.conflict"],
+)
+# Index reads and Workbench fetches (each bounded by its own timeout), retried a few times; the
+# activity records a transient fetch failure as a refusal on its last attempt.
+EXTERNAL_REFS_TIMEOUT = timedelta(seconds=60)
+EXTERNAL_REFS_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    maximum_interval=timedelta(seconds=2),
+    maximum_attempts=3,
 )
 NON_RETRYABLE_PROVIDER_ERRORS = [
     "provider.bad_request",
@@ -110,6 +120,9 @@ class TurnWorkflow:
         prompts = parse_prompt_config(boundary.prompt_config) if boundary.prompt_config else None
         system = self._system_prompt(prompts, begin, intent)
         outcome = self._decide(intent, begin.candidates, boundary, model, system, begin)
+        external = await self._external_context(intent) if outcome.allowed else None
+        if external is not None:
+            outcome = _with_external(outcome, external)
         assembly = None
         offered: list[ToolSpec] = []
         if outcome.allowed and outcome.resolution is not None:
@@ -122,6 +135,7 @@ class TurnWorkflow:
                 envelope.message,
                 budget_tokens=budget,
                 estimator=estimator,
+                external=external.items if external is not None else (),
             )
             if prompts is not None and system is not None:
                 offered = offered_tools(
@@ -130,9 +144,13 @@ class TurnWorkflow:
                 outcome.payload["prompt"]["tools_offered"] = [spec.name for spec in offered]
         run_id = workflow.info().run_id
         if assembly is not None:
-            manifest = build_manifest(outcome, assembly, intent=intent, run_id=run_id, step_id="decision")
+            manifest = build_manifest(
+                outcome, assembly, intent=intent, run_id=run_id, step_id="decision", external=external
+            )
         else:
-            manifest = build_denied_manifest(outcome, intent=intent, run_id=run_id, step_id="decision")
+            manifest = build_denied_manifest(
+                outcome, intent=intent, run_id=run_id, step_id="decision", external=external
+            )
         decision, stopped = await self._record(
             self._draft(intent, EventKind.DECISION, outcome.payload),
             manifest=manifest.model_dump(mode="json"),
@@ -179,7 +197,7 @@ class TurnWorkflow:
         execution, _ = await self._record(
             self._draft(intent, EventKind.EXECUTION, payload),
             manifest=build_manifest(
-                outcome, assembly, intent=intent, run_id=run_id, step_id="execution"
+                outcome, assembly, intent=intent, run_id=run_id, step_id="execution", external=external
             ).model_dump(mode="json"),
             snapshots=snapshots,
             on_system_error=_execution_system_error,
@@ -289,6 +307,34 @@ class TurnWorkflow:
                 context_spec=outcome.context_spec,
             )
         return outcome
+
+    async def _external_context(self, intent: Event) -> ExternalContext | None:
+        """Resolve the turn's ``case_query`` / ``artifact.handle`` refs (an activity: it reads
+        indexes and may fetch over the network); ``None`` when the turn declared none."""
+        try:
+            refs = external_refs_of(intent)
+        except RefResolutionError as exc:
+            return ExternalContext(error=ExternalError(code=exc.code, detail=exc.detail, ref_index=-1))
+        if not refs:
+            return None
+        try:
+            return await workflow.execute_activity(
+                "turngate.resolve_external_refs",
+                ExternalRefsInput(
+                    tenant_id=intent.tenant_id,
+                    correlation_id=intent.correlation_id,
+                    refs=[ref.model_dump(mode="json", exclude_none=True) for ref in refs],
+                ),
+                result_type=ExternalContext,
+                start_to_close_timeout=EXTERNAL_REFS_TIMEOUT,
+                retry_policy=EXTERNAL_REFS_RETRY,
+            )
+        except ActivityError as exc:
+            cause = exc.cause
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+            return ExternalContext(
+                error=ExternalError(code="external_refs.unavailable", detail=detail, ref_index=-1)
+            )
 
     async def _execute(
         self,
@@ -410,6 +456,22 @@ async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> Provide
         heartbeat_timeout=timedelta(seconds=10),
         retry_policy=retry,
     )
+
+
+def _with_external(outcome: DecisionOutcome, external: ExternalContext) -> DecisionOutcome:
+    """The DECISION records what the external refs pinned (or refused); a declared retrieval that
+    cannot be done as declared DENIES the turn with its code."""
+    payload = dict(outcome.payload)
+    payload["external_context"] = external.decision_record()
+    allowed = outcome.allowed
+    if external.error is not None:
+        allowed = False
+        payload.update(
+            decision="DENY",
+            reason_codes=[external.error.code],
+            error=external.error.model_dump(mode="json"),
+        )
+    return outcome.model_copy(update={"allowed": allowed, "payload": payload})
 
 
 def _deny_for_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,228 @@
+"""Resolving a turn's external refs (``case_query``, ``artifact.handle``): one retryable activity.
+
+Runs on the turn worker's queue, only for a turn that declared such refs and was ALLOWed. Each
+``case_query`` is pinned to an index version from the case registry of the INTENT's tenant
+(another tenant's case is indistinguishable from an absent one), then retrieved from the index
+file (cached locally, checked against its sha256). Each ``artifact.handle`` goes through the
+guarded Workbench fetcher; fetched text is stored as an artifact and named by its digest, and a
+refusal is recorded with its reason code, never dropped in silence. Transient fetch failures are
+retried by Temporal; the last attempt records them as refusals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from turngate.artifacts import ArtifactError, ArtifactStore, aput
+from turngate.core.events import REF_TYPE_CASE_QUERY, CaseQueryRef, ExternalRef, HandleRef
+from turngate.core.external import ExternalContext, ExternalError, ExternalItem
+from turngate.core.manifest import ExclusionEntry
+from turngate.jobs.case_query import CaseQueryError, IndexCache, manifest_record, resolve_case_query
+from turngate.jobs.embedders import Embedder, EmbedderSpec, build_embedder
+from turngate.ledger import LedgerStore
+from turngate.security.workbench import FetchOutcome, WorkbenchConfig, fetch_handle
+from turngate.workflows.shared import ExternalRefsInput
+
+log = logging.getLogger(__name__)
+
+#: Refusals worth another attempt (the resolver may be back); others are final at once.
+TRANSIENT_FETCH_CODES = frozenset({"workbench.timeout", "workbench.connection"})
+#: Attempts the workflow's retry policy allows for this activity (kept in step with it).
+MAX_ATTEMPTS = 3
+#: Total external text per turn: the workflow payload stays far below Temporal's 2 MB limit.
+MAX_EXTERNAL_BYTES = 512 * 1024
+_RETRIEVAL_EXCLUSION = {"below_threshold": "score_below_threshold", "over_top_k": "over_top_k"}
+
+
+class ExternalRefActivities:
+    def __init__(
+        self,
+        store: LedgerStore,
+        artifacts: ArtifactStore,
+        *,
+        cache_dir: Path,
+        workbench: WorkbenchConfig,
+        embedder_factory: Callable[[EmbedderSpec], Embedder] = build_embedder,
+        resolve: Any = None,  # DNS resolver for the fetcher (tests)
+    ) -> None:
+        self._store = store
+        self._artifacts = artifacts
+        self._indexes = IndexCache(artifacts, cache_dir)
+        self._workbench = workbench
+        self._embedder_factory = embedder_factory
+        self._embedders: dict[str, Embedder] = {}
+        self._resolve = resolve
+
+    def close(self) -> None:
+        self._indexes.close()
+
+    @activity.defn(name="turngate.resolve_external_refs")
+    async def resolve_external_refs(self, inp: ExternalRefsInput) -> ExternalContext:
+        last_attempt = activity.info().attempt >= MAX_ATTEMPTS
+        collected = _Collected()
+        for position, raw in enumerate(inp.refs):
+            ref: ExternalRef = (
+                CaseQueryRef.model_validate(raw)
+                if raw.get("ref_type") == REF_TYPE_CASE_QUERY
+                else HandleRef.model_validate(raw)
+            )
+            if isinstance(ref, CaseQueryRef):
+                error = await self._case_query(position, ref, inp.tenant_id, collected)
+                if error is not None:
+                    return ExternalContext(records=tuple(collected.records), error=error)
+            else:
+                await self._handle(position, ref, collected, last_attempt=last_attempt)
+        return collected.result()
+
+    async def _case_query(
+        self, position: int, ref: CaseQueryRef, tenant_id: str | None, out: _Collected
+    ) -> ExternalError | None:
+        record = await asyncio.to_thread(
+            self._store.find_case_index,
+            tenant_id=tenant_id,
+            case_id=ref.case_id,
+            index_version=ref.index_version,
+        )
+        if record is None:
+            which = f"version {ref.index_version}" if ref.index_version else "any index"
+            return ExternalError(
+                code="case_query.index_not_found",
+                detail=f"case {ref.case_id!r} has no {which} (run case.ingest, case.embed, case.index)",
+                ref_index=position,
+            )
+        pinned = ref.model_copy(update={"index_version": record.index_version})
+        try:
+            index = await asyncio.to_thread(self._indexes.get, record.index)
+            result = await resolve_case_query(pinned, index, self._embedder(record.embedder))
+            texts = await asyncio.to_thread(
+                lambda: {cid: index.text(cid) for cid in result.selected_chunk_ids}
+            )
+        except CaseQueryError as exc:
+            return ExternalError(code=exc.code, detail=str(exc), ref_index=position)
+        except ArtifactError as exc:
+            raise ApplicationError(f"case index unavailable: {exc}", type="artifact.unavailable") from exc
+        source = f"case_query[{position}]:{ref.case_id}@{record.index_version}"
+        scores = {c.chunk_id: c.score for c in result.candidates}
+        out.records.append(
+            manifest_record(pinned, result)
+            | {
+                "ref_index": position,
+                "declared_index_version": ref.index_version,
+                # the index file itself: verify re-hashes it, so the pinned version's bytes are proven
+                "index": record.index.model_dump(mode="json"),
+            }
+        )
+        for chunk_id in result.selected_chunk_ids:
+            item = ExternalItem(
+                item_id=chunk_id,
+                source_ref=source,
+                label=f"case {ref.case_id}, chunk {chunk_id} (score {scores[chunk_id]})",
+                text=texts[chunk_id],
+                included_reason="declared_case_query",
+            )
+            out.add(item)
+        for exclusion in result.exclusions:
+            out.excluded.append(
+                ExclusionEntry(
+                    item_id=exclusion.chunk_id,
+                    item_type="evidence",
+                    source_ref=source,
+                    excluded_reason=_RETRIEVAL_EXCLUSION.get(exclusion.reason, "policy_filter"),  # type: ignore[arg-type]
+                )
+            )
+        return None
+
+    async def _handle(self, position: int, ref: HandleRef, out: _Collected, *, last_attempt: bool) -> None:
+        outcome: FetchOutcome = await fetch_handle(
+            self._workbench, ref.ref_id, ref.kind, resolve=self._resolve
+        )
+        source = f"artifact.handle[{position}]:{ref.ref_id}"
+        record: dict[str, Any] = {
+            "ref_type": "artifact.handle",
+            "ref_index": position,
+            "handle_id": ref.ref_id,
+            "kind": ref.kind,
+            "reason_code": outcome.reason_code,
+            "detail": outcome.detail,
+        }
+        if not outcome.ok or outcome.content is None:
+            if outcome.reason_code in TRANSIENT_FETCH_CODES and not last_attempt:
+                raise ApplicationError(f"{outcome.reason_code}: {outcome.detail}", type=outcome.reason_code)
+            out.records.append(record)
+            out.excluded.append(
+                ExclusionEntry(
+                    item_id=f"handle:{ref.ref_id}",
+                    item_type="evidence",
+                    source_ref=source,
+                    excluded_reason="fetch_refused",
+                )
+            )
+            log.info("handle %s refused: %s", ref.ref_id, outcome.reason_code)
+            return
+        try:
+            pointer = await aput(
+                self._artifacts, outcome.content, kind="workbench-handle", media_type=outcome.media_type
+            )
+        except ArtifactError as exc:
+            raise ApplicationError(
+                f"could not store fetched content: {exc}", type="artifact.unavailable"
+            ) from exc
+        digest = f"sha256:{outcome.sha256}"
+        record |= {
+            "content_sha256": digest,
+            "size_bytes": outcome.size_bytes,
+            "artifact": pointer.model_dump(mode="json"),
+        }
+        out.records.append(record)
+        out.add(
+            ExternalItem(
+                item_id=digest,
+                source_ref=source,
+                label=f"handle {ref.ref_id} ({ref.kind})",
+                text=outcome.content.decode("utf-8", errors="replace"),
+                included_reason="declared_handle",
+            )
+        )
+
+    def _embedder(self, spec: EmbedderSpec) -> Embedder:
+        key = spec.model_dump_json()
+        if key not in self._embedders:
+            self._embedders[key] = self._embedder_factory(spec)
+        return self._embedders[key]
+
+
+class _Collected:
+    """Items, exclusions and records as they are resolved; texts capped at MAX_EXTERNAL_BYTES."""
+
+    def __init__(self) -> None:
+        self.items: list[ExternalItem] = []
+        self.excluded: list[ExclusionEntry] = []
+        self.records: list[dict[str, Any]] = []
+        self._bytes = 0
+
+    def add(self, item: ExternalItem) -> None:
+        size = len(item.text.encode("utf-8"))
+        if self._bytes + size > MAX_EXTERNAL_BYTES:
+            self.excluded.append(
+                ExclusionEntry(
+                    item_id=item.item_id,
+                    item_type="evidence",
+                    source_ref=item.source_ref,
+                    excluded_reason="budget_limit",
+                )
+            )
+            return
+        self._bytes += size
+        self.items.append(item)
+
+    def result(self) -> ExternalContext:
+        return ExternalContext(
+            items=tuple(self.items), excluded=tuple(self.excluded), records=tuple(self.records)
+        )
