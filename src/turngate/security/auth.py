@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from turngate.security.keys import KeyStore
+from turngate.security.oidc import OidcError, OidcVerifier, looks_like_jwt
 from turngate.security.principal import DEV_PRINCIPAL, Principal
 from turngate.security.ratelimit import RateLimiter, retry_after_header
 from turngate.security.routes import AUTHENTICATED, PUBLIC, required_role
@@ -42,10 +43,18 @@ class AuthError(Exception):
 class Authenticator:
     """Held in ``app.state.auth`` (created in the lifespan, with the ledger's engine)."""
 
-    def __init__(self, keys: KeyStore, mode: str, limiter: RateLimiter) -> None:
+    def __init__(
+        self,
+        keys: KeyStore,
+        mode: str,
+        limiter: RateLimiter,
+        oidc: OidcVerifier | Literal["from_env"] | None = "from_env",
+    ) -> None:
         self.keys = keys
         self.mode = mode
         self.limiter = limiter
+        # OIDC/JWT tokens are accepted besides API keys when TURNGATE_OIDC_* is configured.
+        self.oidc = OidcVerifier.from_env() if oidc == "from_env" else oidc
 
     async def principal(self, request: Request) -> Principal | None:
         """The caller, or None when no credentials came (the route decides if that is fine)."""
@@ -58,6 +67,11 @@ class Authenticator:
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise _invalid("the Authorization header must be `Bearer <key>`")
+        if self.oidc is not None and looks_like_jwt(token):
+            try:
+                return await asyncio.to_thread(self.oidc.principal, token)
+            except OidcError as exc:
+                raise _invalid(str(exc)) from None
         key = await asyncio.to_thread(self.keys.lookup, token)
         if key is None:
             raise _invalid("unknown or revoked API key")
