@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +17,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from turngate.activities.external_refs import ExternalRefActivities
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
 from turngate.artifacts import open_artifact_store
@@ -23,6 +25,7 @@ from turngate.core.prompts import parse_prompt_config
 from turngate.ledger import LedgerStore
 from turngate.prompts.pins import PromptPins
 from turngate.providers.registry import build_providers, close_providers
+from turngate.security.workbench import WorkbenchConfig
 from turngate.settings import Settings
 from turngate.streaming import open_token_bus
 from turngate.telemetry import (
@@ -63,7 +66,14 @@ async def running_worker(
     calls = ProviderActivities(
         providers, bus, artifacts, metrics, local_concurrency=settings.llm_concurrency if local else None
     )
-    turn_activities = [ledger.begin_turn, ledger.append_event] + ([calls.call_provider] if local else [])
+    external = ExternalRefActivities(
+        store,
+        artifacts,
+        cache_dir=settings.data_dir / "index-cache",
+        workbench=WorkbenchConfig.from_env(os.environ),
+    )
+    turn_activities = [ledger.begin_turn, ledger.append_event, external.resolve_external_refs]
+    turn_activities += [calls.call_provider] if local else []
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [
         Worker(
@@ -100,6 +110,7 @@ async def running_worker(
         await close_providers(providers)
         await bus.aclose()  # after the workers: pending deltas are flushed
         executor.shutdown(wait=True)
+        external.close()
         store.close()
         if metrics_server is not None:
             metrics_server.close()

@@ -1,0 +1,80 @@
+"""Workbench handles in a real turn: fetched content reaches the model as execution-only context,
+is stored as an artifact named by its digest, and every refusal is recorded in the DECISION and
+the manifest (never dropped); off by default."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.security.fake_resolver import fake_resolver
+from tests.stack import make_settings, running_stack
+from turngate.artifacts import open_artifact_store
+
+
+def load(settings, pointer: dict) -> dict:
+    return json.loads(open_artifact_store(settings.effective_artifacts).get(pointer["artifact_id"]))
+
+
+HANDLES = [
+    {"ref_type": "artifact.handle", "ref_id": "ok", "kind": "note"},
+    {"ref_type": "artifact.handle", "ref_id": "html", "kind": "note"},
+    {"ref_type": "artifact.handle", "ref_id": "ok", "kind": "secret"},
+]
+
+
+async def test_handles_are_fetched_into_context_and_refusals_recorded(
+    tmp_path, temporal_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fake_resolver() as resolver:
+        monkeypatch.setenv("ALLOW_HANDLE_CONTENT_FETCH", "true")
+        monkeypatch.setenv("WORKBENCH_RESOLVER_URL", resolver.base_url)
+        monkeypatch.setenv("WORKBENCH_ADMIT_KINDS", "note")
+        monkeypatch.setenv("WORKBENCH_AUTH_BEARER_TOKEN", "wb-token-never-recorded")
+        settings = make_settings(tmp_path, temporal_server.address)
+        async with running_stack(settings) as stack:
+            resp = await stack.chat(
+                "summarise the note", correlation_id="c-h", declared_refs=HANDLES, inputs={"debug_snapshot": True}
+            )
+        assert resp.status_code == 202, resp.text
+        assert resolver.seen_auth and resolver.seen_auth[0] == "Bearer wb-token-never-recorded"
+    body = resp.json()
+    decision = body["decision"]["payload"]
+    assert decision["decision"] == "ALLOW"
+    records = decision["external_context"]
+    assert [r["reason_code"] for r in records] == [
+        "workbench.fetched",
+        "workbench.content_type",
+        "workbench.kind_not_admitted",
+    ]
+    fetched = records[0]
+    assert fetched["content_sha256"].startswith("sha256:") and fetched["artifact"]["sha256"]
+    store = open_artifact_store(settings.effective_artifacts)
+    assert store.get(fetched["artifact"]["artifact_id"]) == b"hello from the workbench"
+
+    manifest = load(settings, decision["manifest"])
+    included = [e for e in manifest["inclusion_log"] if e["included_reason"] == "declared_handle"]
+    assert [e["item_id"] for e in included] == [fetched["content_sha256"]]
+    refused = [e for e in manifest["exclusion_log"] if e["excluded_reason"] == "fetch_refused"]
+    assert [e["source_ref"] for e in refused] == ["artifact.handle[1]:html", "artifact.handle[2]:ok"]
+    assert len(manifest["external_refs"]) == 3
+
+    execution = body["execution"]["payload"]
+    prompt = load(settings, execution["fault_snapshots"]["prompt_snapshot"])  # the debug snapshot
+    context = prompt["messages"][-2]
+    assert context["role"] == "user" and "hello from the workbench" in context["content"]
+    assert prompt["messages"][-1] == {"role": "user", "content": "summarise the note"}
+
+    everything = json.dumps(body) + json.dumps(manifest) + json.dumps(prompt)
+    assert "wb-token-never-recorded" not in everything
+
+
+async def test_handle_fetch_is_off_by_default(tmp_path, temporal_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ALLOW_HANDLE_CONTENT_FETCH", raising=False)
+    settings = make_settings(tmp_path, temporal_server.address)
+    async with running_stack(settings) as stack:
+        resp = await stack.chat("hi", correlation_id="c-off", declared_refs=HANDLES[:1])
+    decision = resp.json()["decision"]["payload"]
+    assert decision["decision"] == "ALLOW"
+    assert [r["reason_code"] for r in decision["external_context"]] == ["workbench.disabled"]
