@@ -867,10 +867,39 @@ function manifestSection(title, manifest, id) {
     exclude.length
       ? table("Exclusion log: available but left out, and why", ["Item", "Type", { label: "Source", num: true }, "Reason"], exclude, { class: "exclusions" })
       : h("p", { class: "hint" }, "Exclusion log: nothing was left out."),
+    externalRefsTable(manifest.external_refs || []),
     manifest.artifacts && manifest.artifacts.length
       ? h("p", null, `Artifacts: ${manifest.artifacts.map((a) => a.path).join(", ")}`)
       : null,
   );
+}
+
+// Declared retrieval (case_query) and Workbench handles: what was pinned, ranked or refused.
+function externalRefsTable(records) {
+  if (!records.length) return null;
+  const rows = records.map((r) => {
+    if (r.ref_type === "case_query") {
+      const scores = r.scores || {};
+      const ranked = (r.candidate_chunk_ids || []).map((id) => `${shortDigest(id)} ${scores[id]}`).join(", ");
+      return h(
+        "tr",
+        null,
+        h("td", null, h("code", null, `case_query ${r.case_id}`)),
+        h("td", null, `“${r.retrieval_query}” top ${r.top_k}, min score ${r.min_score}; ${r.ranking_method}/${r.ranking_version}; index `, digestEl(r.index_version)),
+        h("td", null, (r.selected_chunk_ids || []).map((id) => [digestEl(id), " "])),
+        h("td", null, ranked || "none"),
+      );
+    }
+    return h(
+      "tr",
+      null,
+      h("td", null, h("code", null, `handle ${r.handle_id} (${r.kind})`)),
+      h("td", null, h("code", null, r.reason_code), r.detail && r.reason_code !== "workbench.fetched" ? ` ${r.detail}` : null),
+      h("td", null, r.content_sha256 ? digestEl(r.content_sha256) : "none"),
+      h("td", null, "–"),
+    );
+  });
+  return table("External refs: retrieval and fetched handles (execution-only context)", ["Ref", "Pinned / outcome", "Selected", "Candidates (score)"], rows, { class: "external-refs" });
 }
 
 function artifactButton(correlationId, pointer, label, target) {
