@@ -35,7 +35,10 @@ async def test_handles_are_fetched_into_context_and_refusals_recorded(
         settings = make_settings(tmp_path, temporal_server.address)
         async with running_stack(settings) as stack:
             resp = await stack.chat(
-                "summarise the note", correlation_id="c-h", declared_refs=HANDLES, inputs={"debug_snapshot": True}
+                "summarise the note",
+                correlation_id="c-h",
+                declared_refs=HANDLES,
+                inputs={"debug_snapshot": True},
             )
         assert resp.status_code == 202, resp.text
         assert resolver.seen_auth and resolver.seen_auth[0] == "Bearer wb-token-never-recorded"
@@ -70,7 +73,9 @@ async def test_handles_are_fetched_into_context_and_refusals_recorded(
     assert "wb-token-never-recorded" not in everything
 
 
-async def test_handle_fetch_is_off_by_default(tmp_path, temporal_server, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_handle_fetch_is_off_by_default(
+    tmp_path, temporal_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ALLOW_HANDLE_CONTENT_FETCH", raising=False)
     settings = make_settings(tmp_path, temporal_server.address)
     async with running_stack(settings) as stack:
