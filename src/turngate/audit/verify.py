@@ -44,9 +44,18 @@ from sqlalchemy import ColumnElement, Select, TextClause, bindparam, func, selec
 from sqlalchemy.engine import Connection
 
 from turngate.artifacts.local import LocalArtifactStore
-from turngate.artifacts.store import ArtifactError, ArtifactStore, ArtifactUnavailableError
+from turngate.artifacts.store import (
+    ArtifactError,
+    ArtifactNotFoundError,
+    ArtifactStore,
+    ArtifactUnavailableError,
+    BaseArtifactStore,
+    normalize_digest,
+    parse_artifact_path,
+)
 from turngate.audit.verify_decisions import verify_decision_reusing
 from turngate.audit.verify_parallel import can_fork, run_forked, shared_counters, usable_cores
+from turngate.core.canonical import digest_bytes, is_digest
 from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.decision import verify_decision
 from turngate.core.events import Event, EventKind
@@ -73,7 +82,7 @@ PENDING_INTENTS = 10_000
 #: Recently checked artifact pointers (an artifact referenced twice is hashed once).
 CHECKED_ARTIFACTS = 10_000
 #: Recently streamed events (parsed) and digests (index -> recomputed), reused as DECISION inputs.
-RECENT_EVENTS = 512
+RECENT_EVENTS = 2048
 RECENT_DIGESTS = 20_000
 
 
@@ -143,23 +152,81 @@ ProgressFn = Callable[[int, int], None]
 # --------------------------------------------------------------------------- shared helpers
 
 
-def iter_pointers(value: Any) -> Iterator[Mapping[str, Any]]:
+def iter_pointers(value: Any, keyed: int | None = None) -> Iterator[Mapping[str, Any]]:
     """Every JSON object in ``value`` that is an artifact pointer (has every key of
-    :data:`POINTER_KEYS`), depth first; a pointer's own fields are not searched further."""
+    :data:`POINTER_KEYS`), depth first; a pointer's own fields are not searched further.
+
+    ``keyed``: at most this many objects in ``value`` have an ``artifact_id`` key (see
+    :func:`pointer_key_bound`); the walk stops once it has seen that many, since no pointer
+    can remain. None: walk everything."""
     stack = [value]
+    pop, extend = stack.pop, stack.extend
+    containers = (dict, list)
     while stack:
-        item = stack.pop()
+        item = pop()
         if isinstance(item, dict):
-            if item.keys() >= POINTER_KEYS:
-                yield item
-                continue
+            if "artifact_id" in item:
+                if item.keys() >= POINTER_KEYS:
+                    yield item
+                    if keyed is not None:
+                        keyed -= 1
+                        if keyed <= 0:
+                            return
+                    continue
+                if keyed is not None:
+                    keyed -= 1
+                    if keyed <= 0:
+                        return
             children: Iterable[Any] = item.values()
         elif isinstance(item, list):
             children = item
         else:
             continue
         # Only containers can hold a pointer: scalars never go on the stack.
-        stack.extend(reversed([child for child in children if isinstance(child, dict | list)]))
+        found = [child for child in children if isinstance(child, containers)]
+        if found:
+            found.reverse()
+            extend(found)
+
+
+def pointer_key_bound(text: Any) -> int | None:
+    """An upper bound on the objects with an ``artifact_id`` key in the value that the stored
+    JSON ``text`` parses to, or None when the text does not tell: without ``\\u`` escapes
+    every key is spelled literally, so each such object needs its own literal
+    ``"artifact_id"`` (a string value or a duplicate key spelled so only raises the bound)."""
+    if not isinstance(text, str) or "\\u" in text:
+        return None
+    return text.count('"artifact_id"')
+
+
+def check_artifact(store: ArtifactStore, pointer: ArtifactPointer) -> tuple[str, str, str]:
+    """``(status, detail, retention)`` of ``store.check(pointer)`` ("" for none).
+
+    A store whose ``check`` is :meth:`BaseArtifactStore.check` (every store turngate ships) gets
+    the same steps here, without an ``ArtifactCheck`` model per artifact: the same read, hash,
+    size, path and artifact_id comparisons, in the same order, with the same messages
+    (tests/audit/test_verify.py compares both on intact and tampered artifacts). Raises what
+    ``check`` raises."""
+    if not isinstance(store, BaseArtifactStore) or type(store).check is not BaseArtifactStore.check:
+        check = store.check(pointer)
+        return check.status, check.detail or "", check.retention or ""
+    expected = normalize_digest(pointer.sha256)
+    parsed = parse_artifact_path(pointer.path)
+    retention = parsed.retention if parsed else ""
+    try:
+        data = store._read(pointer.path)
+    except ArtifactNotFoundError:
+        return "missing", "no object at this path", retention
+    problems: list[str] = []
+    if digest_bytes(data) != expected:
+        problems.append("stored bytes do not hash to the pointer's sha256")
+    if len(data) != pointer.size_bytes:
+        problems.append(f"stored size {len(data)} != pointer size {pointer.size_bytes}")
+    if parsed is not None and parsed.digest != expected:
+        problems.append("the path's digest is not the pointer's sha256")
+    if pointer.artifact_id != expected and is_digest(pointer.artifact_id):
+        problems.append("the artifact_id is not the pointer's sha256")
+    return ("mismatch" if problems else "ok"), "; ".join(problems), retention
 
 
 def may_hold_pointers(text: Any) -> bool:
@@ -521,7 +588,7 @@ class _Audit:
             elif kind == EventKind.EXECUTION:
                 self._execution(row, payload, found)
             if may_hold_pointers(row["payload"]):
-                for raw in iter_pointers(payload):
+                for raw in iter_pointers(payload, pointer_key_bound(row["payload"])):
                     self._pointer(row, raw)
 
     def _prefetch(self, rows: Sequence[tuple[dict[str, Any], dict[str, Any] | None]]) -> _Prefetched:
@@ -726,7 +793,7 @@ class _Audit:
         result = self.checked_pointers.get(key)
         if result is None:
             try:
-                check = self.artifacts.check(pointer)
+                result = check_artifact(self.artifacts, pointer)
             except ArtifactUnavailableError as exc:
                 self.artifacts_stopped = True
                 self.unchecked_artifacts += 1
@@ -740,7 +807,6 @@ class _Audit:
             except (ArtifactError, ValueError) as exc:
                 self.fail(AuditKind.ARTIFACT_POINTER_INVALID, index, cid, f"{pointer.path}: {exc}")
                 return
-            result = (check.status, check.detail or "", check.retention or "")
             _bounded_put(self.checked_pointers, key, result, CHECKED_ARTIFACTS)
         self.checked_artifacts += 1
         status, detail, retention = result

@@ -151,9 +151,24 @@ class ContextConfig(BaseModel):
         return self.model_dump(mode="json")
 
 
+#: id(cfg) -> (cfg, digest): the digest of each config object computed once. A ContextConfig is
+#: immutable all the way down (frozen models, tuples, scalars), so its digest never changes; the
+#: entry keeps the object alive so that its id cannot be reused by another object. Bounded.
+_CONFIG_DIGESTS: dict[int, tuple[ContextConfig, str]] = {}
+_CONFIG_DIGESTS_MAX = 64
+
+
 def context_config_digest(cfg: ContextConfig) -> str:
     """Digest of the effective config (known keys only, after env overrides)."""
-    return digest(cfg.effective())
+    cached = _CONFIG_DIGESTS.get(id(cfg))
+    if cached is not None and cached[0] is cfg:
+        return cached[1]
+    value = digest(cfg.effective())
+    if type(cfg) is ContextConfig:  # a subclass could be mutable: not cached
+        if len(_CONFIG_DIGESTS) >= _CONFIG_DIGESTS_MAX:
+            _CONFIG_DIGESTS.clear()
+        _CONFIG_DIGESTS[id(cfg)] = (cfg, value)
+    return value
 
 
 def _describe(exc: ValidationError) -> str:
@@ -348,7 +363,9 @@ def build_context(
     policy_input = build_policy_input(intent, resolution.governance_events)
     spec = build_context_spec(intent, resolution, cfg, prompt)
     assembled = build_assembled_context(policy_input, resolution)
-    return ContextBuild(
+    # model_construct: every field was just built here with its declared type (validating them
+    # again only copies the dicts); the values, and so the digests, are the same.
+    return ContextBuild.model_construct(
         resolution=resolution,
         policy_input=policy_input,
         context_spec=spec,
