@@ -72,6 +72,50 @@ class Settings(BaseSettings):
     # Turns admitted and not finished, per API process; beyond it ingress answers 503 queue.full.
     turn_queue_max: int = Field(256, ge=1, validation_alias=_alias("TURNGATE_TURN_QUEUE_MAX"))
 
+    # Case jobs (docs/JOBS.md): activity slots per job type and worker, open jobs per type before
+    # ingress answers 503 queue.full, and each type's wall-clock limit.
+    job_concurrency_ingest: int = Field(
+        2, ge=1, validation_alias=_alias("TURNGATE_JOB_CONCURRENCY_INGEST", "DBL_JOB_CONCURRENCY_INGEST")
+    )
+    job_concurrency_embed: int = Field(
+        1, ge=1, validation_alias=_alias("TURNGATE_JOB_CONCURRENCY_EMBED", "DBL_JOB_CONCURRENCY_EMBED")
+    )
+    job_concurrency_index: int = Field(
+        1, ge=1, validation_alias=_alias("TURNGATE_JOB_CONCURRENCY_INDEX", "DBL_JOB_CONCURRENCY_INDEX")
+    )
+    job_queue_max: int = Field(
+        100, ge=1, validation_alias=_alias("TURNGATE_JOB_QUEUE_MAX", "DBL_JOB_QUEUE_MAX")
+    )
+    job_wall_clock_ingest_s: float = Field(
+        600.0, gt=0, validation_alias=_alias("TURNGATE_JOB_WALL_CLOCK_INGEST_S")
+    )
+    job_wall_clock_embed_s: float = Field(
+        1800.0, gt=0, validation_alias=_alias("TURNGATE_JOB_WALL_CLOCK_EMBED_S")
+    )
+    job_wall_clock_index_s: float = Field(
+        600.0, gt=0, validation_alias=_alias("TURNGATE_JOB_WALL_CLOCK_INDEX_S")
+    )
+    # Job task queues are <prefix>-ingest, <prefix>-embed, <prefix>-index.
+    job_queue_prefix: str = Field(
+        "turngate-jobs",
+        pattern=r"^[A-Za-z0-9._-]{1,60}$",
+        validation_alias=_alias("TURNGATE_JOB_QUEUE_PREFIX"),
+    )
+    # Embedder for case.embed when the intent names none: offline (deterministic, not semantic),
+    # openai or ollama (docs/JOBS.md#embedders); model and dimension for the remote ones.
+    embedder: Literal["offline", "openai", "ollama"] = Field(
+        "offline", validation_alias=_alias("TURNGATE_EMBEDDER")
+    )
+    embedder_model: str | None = Field(None, validation_alias=_alias("TURNGATE_EMBEDDER_MODEL"))
+    embedder_dim: int | None = Field(None, ge=1, le=8192, validation_alias=_alias("TURNGATE_EMBEDDER_DIM"))
+    # Raw uploads (POST /artifacts, documents for case.ingest).
+    max_upload_bytes: int = Field(
+        50 * 1024 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_UPLOAD_BYTES")
+    )
+    # Shared limits across API replicas: redis://... holds the per-key rate buckets and stream
+    # counts (unset: each API process keeps its own).
+    limits_url: str | None = Field(None, validation_alias=_alias("TURNGATE_LIMITS_URL"))
+
     # Providers
     default_provider: str | None = Field(None, validation_alias=_alias("TURNGATE_DEFAULT_PROVIDER"))
     echo_delay_ms: int = Field(0, ge=0, validation_alias=_alias("TURNGATE_ECHO_DELAY_MS"))
@@ -159,8 +203,9 @@ class Settings(BaseSettings):
                 value = value.as_posix()
             view[name] = value
         view["effective_ledger_url"] = _mask_url(self.effective_ledger_url)
-        if view.get("ledger_url"):
-            view["ledger_url"] = _mask_url(view["ledger_url"])
+        for name in ("ledger_url", "token_bus_url", "limits_url"):  # may carry a password
+            if view.get(name):
+                view[name] = _mask_url(view[name])
         return view
 
 
