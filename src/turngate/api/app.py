@@ -22,8 +22,7 @@ from turngate.artifacts import open_artifact_store
 from turngate.ledger import LedgerStore
 from turngate.security.auth import Authenticator, AuthError, authorize
 from turngate.security.keys import KeyStore
-from turngate.security.ratelimit import RateLimiter
-from turngate.security.streams import StreamSlots
+from turngate.security.limits import open_limits
 from turngate.settings import Settings
 from turngate.streaming import open_token_bus
 from turngate.telemetry import (
@@ -56,12 +55,10 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         watcher.start()
         app.state.token_bus = open_token_bus(settings.effective_token_bus_url)
         app.state.turn_slots = TurnSlots(settings.turn_queue_max)
-        app.state.auth = Authenticator(
-            KeyStore(store.engine),
-            settings.auth_mode,
-            RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst),
-        )
-        app.state.stream_slots = StreamSlots(settings.max_streams_per_key)
+        limits = open_limits(settings)
+        app.state.limits = limits
+        app.state.auth = Authenticator(KeyStore(store.engine), settings.auth_mode, limits.rate)
+        app.state.stream_slots = limits.streams
         artifacts = open_artifact_store(settings.effective_artifacts)
         app.state.turngate = ApiState(settings, temporal, store, watcher, boundary, artifacts)
         metrics.watch_queues(turn_queue_source(temporal, settings.turns_task_queue))

@@ -112,8 +112,13 @@ async def tail(
     return EventSourceResponse(streams.hold(principal.limit_key, events()), ping=TAIL_PING_S)
 
 
+def _limits_scope(request: Request) -> str:
+    limits = getattr(request.app.state, "limits", None)
+    return limits.scope if limits is not None else "process"
+
+
 @router.get("/capabilities")
-def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
+def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
     """What this gateway offers: providers, models, intent types, limits and config digests."""
     boundary, settings = state.boundary, state.settings
     return {
@@ -140,6 +145,8 @@ def capabilities(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, An
             "rate_limit_per_s": settings.rate_limit_per_s,
             "rate_limit_burst": settings.rate_limit_burst,
             "max_streams_per_key": settings.max_streams_per_key,
+            # where the rate and stream counts live: "process" or "redis" (TURNGATE_LIMITS_URL)
+            "limits_scope": _limits_scope(request),
         },
         # How callers authenticate (never a key): docs/SECURITY.md.
         "auth": {
