@@ -28,6 +28,7 @@ def make_settings(data_dir: Path, temporal_address: str, **overrides: object) ->
         "port": free_port(),
         "wait_timeout_s": 20.0,
         "workflow_id_prefix": f"t{suffix}",
+        "job_queue_prefix": f"jobs-{suffix}",
         # Unauthenticated loopback access, as `turngate dev`: the suites that test something
         # else stay key-free; tests/security turns keys on (auth_mode="keys").
         "auth_mode": "dev",

@@ -56,7 +56,7 @@ async def test_every_route_refuses_missing_bad_and_wrong_role_credentials(secure
 
         checked = []
         for method, path in operations:
-            role = required_role(path)
+            role = required_role(path, method)
             if role == PUBLIC:
                 continue
             missing = await _call(stack.http, method, path, {})

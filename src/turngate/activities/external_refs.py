@@ -26,7 +26,7 @@ from turngate.core.external import ExternalContext, ExternalError, ExternalItem
 from turngate.core.manifest import ExclusionEntry
 from turngate.jobs.case_query import CaseQueryError, IndexCache, manifest_record, resolve_case_query
 from turngate.jobs.embedders import Embedder, EmbedderSpec, build_embedder
-from turngate.ledger import LedgerStore
+from turngate.jobs.registry import CaseRegistry
 from turngate.security.workbench import FetchOutcome, WorkbenchConfig, fetch_handle
 from turngate.workflows.shared import ExternalRefsInput
 
@@ -44,7 +44,7 @@ _RETRIEVAL_EXCLUSION = {"below_threshold": "score_below_threshold", "over_top_k"
 class ExternalRefActivities:
     def __init__(
         self,
-        store: LedgerStore,
+        registry: CaseRegistry,
         artifacts: ArtifactStore,
         *,
         cache_dir: Path,
@@ -52,7 +52,7 @@ class ExternalRefActivities:
         embedder_factory: Callable[[EmbedderSpec], Embedder] = build_embedder,
         resolve: Any = None,  # DNS resolver for the fetcher (tests)
     ) -> None:
-        self._store = store
+        self._registry = registry
         self._artifacts = artifacts
         self._indexes = IndexCache(artifacts, cache_dir)
         self._workbench = workbench
@@ -85,7 +85,7 @@ class ExternalRefActivities:
         self, position: int, ref: CaseQueryRef, tenant_id: str | None, out: _Collected
     ) -> ExternalError | None:
         record = await asyncio.to_thread(
-            self._store.find_case_index,
+            self._registry.find_case_index,
             tenant_id=tenant_id,
             case_id=ref.case_id,
             index_version=ref.index_version,

@@ -11,17 +11,20 @@ threads so heartbeats and cancellation keep flowing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from sqlalchemy.exc import SQLAlchemyError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, ArtifactStore
 from turngate.artifacts.store import normalize_digest
+from turngate.core.manifest import ArtifactPointer
 from turngate.jobs.embedders import Embedder, EmbedderSpec, build_embedder
 from turngate.jobs.heartbeat import Checkpoint, ProgressReporter, elapsed_s, resume_checkpoint
 from turngate.jobs.index import INDEX_KIND, make_manifest, write_index
@@ -39,6 +42,7 @@ from turngate.jobs.models import (
     JobOptions,
 )
 from turngate.jobs.parsing import DocumentParseError
+from turngate.jobs.registry import CaseRegistry, RecordKind
 from turngate.jobs.segments import (
     ingest_document,
     load_chunk,
@@ -70,7 +74,9 @@ class JobActivities:
         embedder_factory: Callable[[EmbedderSpec], Embedder] = build_embedder,
         work_dir: Path | None = None,
         progress_interval_s: float = 1.0,
+        registry: CaseRegistry | None = None,
     ) -> None:
+        self._registry = registry
         self._store = artifacts
         self._embedder_factory = embedder_factory
         self._work_dir = work_dir
@@ -104,7 +110,10 @@ class JobActivities:
                 chunk_count=len(manifest.chunk_ids),
             )
 
-        return await self._run("case.ingest", cp, input.options, work)
+        result = await self._run("case.ingest", cp, input.options, work)
+        detail = {"documents": result.documents, "chunk_count": result.chunk_count}
+        await self._record(input, "chunks", result.chunks, detail | {"chunking": input.chunking.model_dump()})
+        return result
 
     @activity.defn(name=EMBED_ACTIVITY)
     async def embed(self, input: EmbedInput) -> EmbedResult:
@@ -141,7 +150,15 @@ class JobActivities:
                 case_id=input.case_id, embeddings=pointer, embedder_id=emb.embedder_id, chunk_count=len(ids)
             )
 
-        return await self._run("case.embed", cp, input.options, work)
+        result = await self._run("case.embed", cp, input.options, work)
+        detail = {
+            "embedder_id": result.embedder_id,
+            "embedder": input.embedder.model_dump(mode="json"),
+            "chunk_count": result.chunk_count,
+            "chunks": normalize_digest(input.chunks.sha256),
+        }
+        await self._record(input, "embeddings", result.embeddings, detail)
+        return result
 
     @activity.defn(name=INDEX_ACTIVITY)
     async def index(self, input: IndexInput) -> IndexResult:
@@ -189,7 +206,62 @@ class JobActivities:
                 chunk_count=len(ids),
             )
 
-        return await self._run("case.index", cp, input.options, work)
+        result = await self._run("case.index", cp, input.options, work)
+        embedder = await self._embedder_of(input)
+        detail = {
+            "embedder_id": result.embedder_id,
+            "embedder": embedder,
+            "chunk_count": result.chunk_count,
+            "chunks": normalize_digest(input.chunks.sha256),
+            "embeddings": normalize_digest(input.embeddings.sha256),
+        }
+        await self._record(input, "index", result.index, detail, version=result.index_version)
+        return result
+
+    # ---- the case registry
+
+    async def _record(
+        self,
+        input: IngestInput | EmbedInput | IndexInput,
+        kind: RecordKind,
+        pointer: ArtifactPointer,
+        detail: dict[str, Any],
+        *,
+        version: str | None = None,
+    ) -> None:
+        """Append the job's output to its tenant's case registry (idempotent per job id)."""
+        if self._registry is None:
+            return
+        record = functools.partial(
+            self._registry.record,
+            tenant_id=input.tenant_id,
+            case_id=input.case_id,
+            kind=kind,
+            job_id=activity.info().workflow_id,
+            version=version or normalize_digest(pointer.sha256),
+            pointer=pointer,
+            detail=detail,
+            key_id=input.key_id,
+        )
+        try:
+            await asyncio.to_thread(record)
+        except SQLAlchemyError as exc:  # retryable: the output is stored, only its record is missing
+            raise ApplicationError(
+                f"could not record the case output: {exc}", type="ledger.unavailable"
+            ) from exc
+
+    async def _embedder_of(self, input: IndexInput) -> dict[str, Any] | None:
+        """The embedder the index's embeddings were made with (queries must use it)."""
+        if self._registry is None:
+            return None
+        found = await asyncio.to_thread(
+            self._registry.latest,
+            tenant_id=input.tenant_id,
+            case_id=input.case_id,
+            kind="embeddings",
+            version=normalize_digest(input.embeddings.sha256),
+        )
+        return found.detail.get("embedder") if found is not None else None
 
     # ---- shared machinery
 

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from temporalio.client import Client
 
 from turngate import __version__
-from turngate.api import ingress, observe, stream
+from turngate.api import ingress, jobs, observe, stream
 from turngate.api.admission import TurnSlots
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState
@@ -92,6 +92,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(ingress.router)
     app.include_router(observe.router)
     app.include_router(stream.router)
+    app.include_router(jobs.router)
     app.include_router(metrics_router(metrics))
     mount_ui(app)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from datetime import timedelta
 from typing import Annotated, Any, Literal
@@ -21,6 +22,7 @@ from temporalio.service import RPCError
 
 from turngate.api.admission import RELEASE_MARGIN_S, TurnSlots, turn_finished
 from turngate.api.errors import admission_response, error_response
+from turngate.api.jobs import submit_job
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
 from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, aput
@@ -32,6 +34,7 @@ from turngate.core.events import (
     IntentPrincipal,
     parse_intent,
 )
+from turngate.jobs.intents import is_job_intent
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.streams import stream_slots, too_many_streams
@@ -54,6 +57,13 @@ async def _read_body(request: Request, limit: int) -> bytes:
         if len(body) > limit:
             raise AdmissionError("admission.payload_too_large", f"body exceeds {limit} bytes")
     return bytes(body)
+
+
+def _json_object(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AdmissionError("admission.malformed_json", f"body is not valid JSON: {exc}") from exc
 
 
 def _turn_events(state: ApiState, envelope: IntentEnvelope) -> dict[str, Event]:
@@ -160,8 +170,11 @@ async def ingress_intent(
     principal = request_principal(request)
     try:
         body = await _read_body(request, settings.max_body_bytes)
+        data = _json_object(body)
+        if is_job_intent(data):  # case.ingest / case.embed / case.index: a job, not a turn
+            return await submit_job(request, state, data)
         envelope = parse_intent(
-            body,
+            data,
             max_message_bytes=settings.max_message_bytes,
             max_refs=settings.max_declared_refs,
             max_tools=settings.max_declared_tools,

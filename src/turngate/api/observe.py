@@ -18,6 +18,9 @@ from turngate import __version__
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, Event
+from turngate.jobs.models import JOB_TYPES
+from turngate.jobs.queues import job_queues
+from turngate.jobs.status import job_runtime
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLES
 from turngate.security.routes import PUBLIC, ROUTE_ROLES
@@ -125,7 +128,7 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
         "gateway": "turngate",
         "version": __version__,
         "interface_version": INTERFACE_VERSION,
-        "intent_types": sorted(KNOWN_INTENT_TYPES),
+        "intent_types": sorted(KNOWN_INTENT_TYPES | set(JOB_TYPES)),
         "providers": boundary.provider_catalog,
         "policy": {
             "module": boundary.policy_module,
@@ -145,6 +148,18 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
             "rate_limit_per_s": settings.rate_limit_per_s,
             "rate_limit_burst": settings.rate_limit_burst,
             "max_streams_per_key": settings.max_streams_per_key,
+            "job_queue_max": settings.job_queue_max,
+            "job_concurrency": {
+                "case.ingest": settings.job_concurrency_ingest,
+                "case.embed": settings.job_concurrency_embed,
+                "case.index": settings.job_concurrency_index,
+            },
+            "job_wall_clock_s": {
+                "case.ingest": settings.job_wall_clock_ingest_s,
+                "case.embed": settings.job_wall_clock_embed_s,
+                "case.index": settings.job_wall_clock_index_s,
+            },
+            "max_upload_bytes": settings.max_upload_bytes,
             # where the rate and stream counts live: "process" or "redis" (TURNGATE_LIMITS_URL)
             "limits_scope": _limits_scope(request),
         },
@@ -164,6 +179,9 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
             "/status",
             "/capabilities",
             "/verify",
+            "/jobs",
+            "/cases/{case_id}",
+            "/artifacts",
             "/healthz",
             "/metrics",
         ],
@@ -203,6 +221,15 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
     except Exception as exc:  # status must answer even when Temporal does not
         temporal_ok = False
         log.warning("status: temporal visibility query failed: %s", exc)
+    jobs: dict[str, Any] = {"queue_sizes": {}, "active_counts": {}}
+    if temporal_ok:
+        try:
+            jobs = await job_runtime(
+                state.client, queue_max=state.settings.job_queue_max, queues=job_queues(state.settings)
+            )
+        except Exception as exc:
+            log.warning("status: job runtime query failed: %s", exc)
+    job_types = {t: state.settings.job_queue_max for t in JOB_TYPES}
     return {
         "ok": temporal_ok,
         "gateway": "turngate",
@@ -210,9 +237,17 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         "temporal": {"address": state.settings.temporal_address, "reachable": temporal_ok},
         "ledger": {"length": length, "head_digest": head},
         "job_runtime": {
-            "queue_sizes": {"chat.message": turns.get("in_llm_stage")},
-            "active_counts": {"turns": turns["running"]},
-            "queue_max": {"chat.message": state.settings.turn_queue_max},
+            # chat.message: turns allowed and waiting for or in a provider call; case.*: jobs
+            # waiting for a slot (queue_sizes) and running (active_counts), over all tenants.
+            "queue_sizes": {"chat.message": turns.get("in_llm_stage")} | jobs["queue_sizes"],
+            "active_counts": {"turns": turns["running"]} | jobs["active_counts"],
+            "queue_max": {"chat.message": state.settings.turn_queue_max} | job_types,
+            "concurrency": {
+                "chat.message": state.settings.llm_concurrency,
+                "case.ingest": state.settings.job_concurrency_ingest,
+                "case.embed": state.settings.job_concurrency_embed,
+                "case.index": state.settings.job_concurrency_index,
+            },
             # This API process's admitted, unfinished turns (TURNGATE_TURN_QUEUE_MAX applies to it).
             "admission": request.app.state.turn_slots.status(),
             "llm": {

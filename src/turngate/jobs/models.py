@@ -44,22 +44,27 @@ class DocumentRef(_Model):
     media_type: str | None = None  # None: guessed from the name, then the leading bytes
 
 
-class IngestInput(_Model):
+class _JobInput(_Model):
     case_id: str = Field(min_length=1, max_length=200)
+    # Who submitted the job (set by ingress from the caller's key; never a secret). The job's
+    # output is recorded in this tenant's case registry.
+    tenant_id: str | None = None
+    key_id: str | None = None
+
+
+class IngestInput(_JobInput):
     documents: list[DocumentRef] = Field(min_length=1)
     chunking: ChunkParams = ChunkParams()
     options: JobOptions
 
 
-class EmbedInput(_Model):
-    case_id: str = Field(min_length=1, max_length=200)
+class EmbedInput(_JobInput):
     chunks: ArtifactPointer  # the chunk manifest an ingest job produced
     embedder: EmbedderSpec = EmbedderSpec()
     options: JobOptions
 
 
-class IndexInput(_Model):
-    case_id: str = Field(min_length=1, max_length=200)
+class IndexInput(_JobInput):
     chunks: ArtifactPointer
     embeddings: ArtifactPointer  # the embedding set an embed job produced
     params: IndexParams = IndexParams()
@@ -153,6 +158,7 @@ class JobStatus(BaseModel):
     id: str
     type: JobType
     case_id: str | None
+    tenant_id: str | None = None
     state: JobState
     progress: float = Field(ge=0, le=100, description="percent of items done")
     items_done: int

@@ -7,6 +7,7 @@ import uuid
 from pydantic import BaseModel, ConfigDict, Field
 
 from turngate.jobs.models import JobType
+from turngate.settings import Settings
 
 WORKFLOW_NAMES: dict[JobType, str] = {
     "case.ingest": "CaseIngestWorkflow",
@@ -43,3 +44,16 @@ class JobConcurrency(BaseModel):
 def new_job_id(job_type: JobType) -> str:
     """A fresh workflow id for a job: ``job-embed-<uuid hex>``."""
     return f"job-{job_type.split('.', 1)[1]}-{uuid.uuid4().hex}"
+
+
+def job_concurrency(settings: Settings) -> JobConcurrency:
+    """``TURNGATE_JOB_CONCURRENCY_{INGEST,EMBED,INDEX}`` (or the ``DBL_`` names)."""
+    return JobConcurrency(
+        ingest=settings.job_concurrency_ingest,
+        embed=settings.job_concurrency_embed,
+        index=settings.job_concurrency_index,
+    )
+
+
+def job_queues(settings: Settings) -> JobQueues:
+    return JobQueues(prefix=settings.job_queue_prefix)

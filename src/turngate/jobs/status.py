@@ -12,7 +12,12 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
@@ -30,6 +35,7 @@ from turngate.jobs.models import (
     JobType,
 )
 from turngate.jobs.queues import JOB_TYPE_OF_WORKFLOW, WORKFLOW_NAMES, JobQueues
+from turngate.workflows.shared import SA_TENANT_ID
 
 _CLOSED: dict[WorkflowExecutionStatus, JobState] = {
     WorkflowExecutionStatus.COMPLETED: "completed",
@@ -54,18 +60,29 @@ async def start_job(
     *,
     job_id: str,
     queues: JobQueues | None = None,
+    id_reuse_policy: WorkflowIDReusePolicy | None = None,
 ) -> WorkflowHandle[Any, Any]:
-    """Start a job workflow (an existing id returns the running job: resubmission is idempotent)."""
+    """Start a job workflow (an existing id returns the running job: resubmission is idempotent;
+    with ``REJECT_DUPLICATE`` a finished one raises ``WorkflowAlreadyStartedError``)."""
     queues = queues or JobQueues()
+    extra: dict[str, Any] = {}
+    if input.tenant_id is not None:  # the attribute must be registered (ensure_search_attributes)
+        extra["search_attributes"] = TypedSearchAttributes(
+            [SearchAttributePair(SA_TENANT_ID, input.tenant_id)]
+        )
+    if id_reuse_policy is not None:
+        extra["id_reuse_policy"] = id_reuse_policy
     return await client.start_workflow(
         WORKFLOW_NAMES[job_type],
         input,
         id=job_id,
         result_type=RESULT_TYPES[job_type],
         task_queue=queues.for_type(job_type),
-        memo={"case_id": input.case_id, "job_type": job_type},
+        memo={"case_id": input.case_id, "job_type": job_type, "tenant_id": input.tenant_id},
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         execution_timeout=timedelta(seconds=input.options.wall_clock_s * EXECUTION_CAP_FACTOR + 300),
+        rpc_timeout=timedelta(seconds=10),
+        **extra,
     )
 
 
@@ -102,6 +119,7 @@ async def get_job_status(client: Client, job_id: str, *, with_result: bool = Tru
         id=job_id,
         type=job_type,
         case_id=memo.get("case_id"),
+        tenant_id=memo.get("tenant_id"),
         state=state,
         progress=percent,
         items_done=items_done,
@@ -114,15 +132,46 @@ async def get_job_status(client: Client, job_id: str, *, with_result: bool = Tru
     )
 
 
-async def list_jobs(
-    client: Client, *, job_type: JobType | None = None, open_only: bool = False, limit: int = 100
-) -> list[JobStatus]:
-    """Jobs newest first (visibility query over the job workflow types)."""
-    types = [job_type] if job_type else list(JOB_TYPES)
-    query = " OR ".join(f"WorkflowType = '{WORKFLOW_NAMES[t]}'" for t in types)
-    query = f"({query})"
+ANY_TENANT = object()
+
+
+def jobs_query(
+    *,
+    job_type: JobType | None = None,
+    open_only: bool = False,
+    tenant_id: str | object | None = ANY_TENANT,
+    queues: JobQueues | None = None,
+) -> str:
+    """The visibility query for jobs: of ``job_type`` (else every type), on ``queues`` (the
+    deployment's own: several can share a namespace; None: any queue), open only, one tenant's
+    (None: jobs submitted without a tenant; :data:`ANY_TENANT`: all)."""
+    parts = []
+    for t in [job_type] if job_type else list(JOB_TYPES):
+        part = f"WorkflowType = '{WORKFLOW_NAMES[t]}'"
+        if queues is not None:
+            part += f" AND TaskQueue = {_quoted(queues.for_type(t))}"
+        parts.append(f"({part})")
+    query = f"({' OR '.join(parts)})"
     if open_only:
         query += " AND ExecutionStatus = 'Running'"
+    if tenant_id is None:
+        query += f" AND {SA_TENANT_ID.name} IS NULL"
+    elif isinstance(tenant_id, str):
+        query += f" AND {SA_TENANT_ID.name} = {_quoted(tenant_id)}"
+    return query
+
+
+async def list_jobs(
+    client: Client,
+    *,
+    job_type: JobType | None = None,
+    open_only: bool = False,
+    limit: int = 100,
+    tenant_id: str | object | None = ANY_TENANT,
+    queues: JobQueues | None = None,
+) -> list[JobStatus]:
+    """Jobs newest first (see :func:`jobs_query` for the filters)."""
+    query = jobs_query(job_type=job_type, open_only=open_only, tenant_id=tenant_id, queues=queues)
     out: list[JobStatus] = []
     async for execution in client.list_workflows(query, limit=limit):
         try:
@@ -132,21 +181,28 @@ async def list_jobs(
     return out
 
 
-async def job_runtime(client: Client, *, queue_max: int) -> dict[str, Any]:
-    """``/status``'s ``job_runtime``: per job type, jobs waiting for a slot and jobs running."""
-    queue_sizes = dict.fromkeys(JOB_TYPES, 0)
+#: Open jobs read one by one to tell running from queued (beyond it, the rest count as queued).
+RUNTIME_SAMPLE = 200
+
+
+async def job_runtime(client: Client, *, queue_max: int, queues: JobQueues | None = None) -> dict[str, Any]:
+    """``/status``'s ``job_runtime`` per job type: jobs waiting for a slot (``queue_sizes``) and
+    running (``active_counts``). Open jobs are counted by one visibility count per type; the
+    split reads the newest :data:`RUNTIME_SAMPLE` open jobs (the running ones are among them:
+    concurrency is small)."""
+    open_counts = {t: await count_open_jobs(client, t, queues=queues) for t in JOB_TYPES}
     active_counts = dict.fromkeys(JOB_TYPES, 0)
-    for job in await list_jobs(client, open_only=True, limit=10 * queue_max):
-        if job.state == "running":
-            active_counts[job.type] += 1
-        else:
-            queue_sizes[job.type] += 1
+    if any(open_counts.values()):
+        for job in await list_jobs(client, open_only=True, limit=RUNTIME_SAMPLE, queues=queues):
+            if job.state == "running":
+                active_counts[job.type] += 1
+    queue_sizes = {t: max(open_counts[t] - active_counts[t], 0) for t in JOB_TYPES}
     return {"queue_sizes": queue_sizes, "active_counts": active_counts, "queue_max": queue_max}
 
 
-async def count_open_jobs(client: Client, job_type: JobType) -> int:
+async def count_open_jobs(client: Client, job_type: JobType, *, queues: JobQueues | None = None) -> int:
     """Open jobs of one type (queued + running): what ``TURNGATE_JOB_QUEUE_MAX`` is checked against."""
-    query = f"WorkflowType = '{WORKFLOW_NAMES[job_type]}' AND ExecutionStatus = 'Running'"
+    query = jobs_query(job_type=job_type, open_only=True, queues=queues)
     return (await client.count_workflows(query)).count
 
 
@@ -177,6 +233,11 @@ async def _outcome(
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json"), None
     return (value if isinstance(value, dict) else None), None
+
+
+def _quoted(value: str) -> str:
+    """A visibility-query string literal (quotes and backslashes escaped)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _iso(moment: datetime | None) -> str | None:

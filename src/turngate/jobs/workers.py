@@ -19,6 +19,7 @@ from turngate.artifacts import ArtifactStore
 from turngate.jobs.embedders import Embedder, EmbedderSpec, build_embedder
 from turngate.jobs.models import JOB_TYPES
 from turngate.jobs.queues import JobConcurrency, JobQueues
+from turngate.jobs.registry import CaseRegistry
 from turngate.workflows.jobs import CaseEmbedWorkflow, CaseIndexWorkflow, CaseIngestWorkflow
 
 
@@ -33,11 +34,14 @@ def job_workers(
     heartbeat_throttle: timedelta = timedelta(seconds=1),
     progress_interval_s: float = 1.0,
     workflow_runner: WorkflowRunner | None = None,
+    registry: CaseRegistry | None = None,
 ) -> list[Worker]:
     """Workers for ``case.ingest``, ``case.embed`` and ``case.index`` (not started: ``run()`` them).
 
     ``heartbeat_throttle`` caps how stale the server's copy of a job's resume cursor can be (the
     SDK default, 80% of the heartbeat timeout, would lose up to 24 s of work on a crash).
+    ``registry``: where completed jobs record their outputs (the worker process passes the
+    ledger database's; None records nothing).
     """
     concurrency = concurrency or JobConcurrency()
     queues = queues or JobQueues()
@@ -46,6 +50,7 @@ def job_workers(
         embedder_factory=embedder_factory,
         work_dir=work_dir,
         progress_interval_s=progress_interval_s,
+        registry=registry,
     )
     per_type = {
         "case.ingest": (CaseIngestWorkflow, activities.ingest),

@@ -83,6 +83,26 @@ api_keys = Table(
     UniqueConstraint("secret_sha256", name="uq_api_keys_secret_sha256"),
 )
 
+#: The case registry (docs/JOBS.md): one row per completed case job, what it produced. Appended
+#: by the job activities, read by ingress (a job's default inputs) and by the turn's case_query
+#: resolution (a case's latest or declared index version, within the tenant). Never updated.
+case_records = Table(
+    "case_records",
+    metadata,
+    Column("seq", IndexType, primary_key=True, autoincrement=True),
+    Column("tenant_id", Text, nullable=True),  # NULL: recorded without authentication
+    Column("case_id", Text, nullable=False),
+    Column("kind", Text, nullable=False),  # chunks | embeddings | index
+    Column("job_id", Text, nullable=False),
+    Column("version", Text, nullable=False),  # sha256 of the output, index_version for an index
+    Column("pointer", Text, nullable=False),  # the output's artifact pointer (JSON)
+    Column("detail", Text, nullable=False),  # counts, embedder, inputs (JSON)
+    Column("key_id", Text, nullable=True),  # who submitted the job (never a secret)
+    Column("created_at", Text, nullable=False),
+    UniqueConstraint("job_id", name="uq_case_records_job_id"),
+    Index("ix_case_records_case_id_kind_seq", "case_id", "kind", "seq"),
+)
+
 #: ``events.c["index"]`` (``index`` is also a method name on column collections).
 index_column = events.c["index"]
 

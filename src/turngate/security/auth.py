@@ -110,7 +110,7 @@ async def authorize(
     """The app-wide dependency: 401 ``auth.missing`` / ``auth.invalid``, 403 ``auth.forbidden``,
     429 ``rate.limited``; sets ``request.state.principal`` / ``tenant_id`` when it lets a request in."""
     route = request.scope.get("route")
-    role = required_role(getattr(route, "path", request.url.path))
+    role = required_role(getattr(route, "path", request.url.path), request.method)
     auth: Authenticator = request.app.state.auth
     if role == PUBLIC:
         principal = None

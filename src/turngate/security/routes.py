@@ -21,6 +21,12 @@ ROUTE_ROLES: dict[str, str] = {
     "/turns/{correlation_id}/stream": ROLE_SNAPSHOT_READ,
     # What the gateway offers (providers, models, limits; never a key): any caller with a key.
     "/capabilities": AUTHENTICATED,
+    # Case jobs (docs/JOBS.md): read like the ledger; uploads and cancels like ingress.
+    "/jobs": ROLE_SNAPSHOT_READ,
+    "/jobs/{job_id}": ROLE_SNAPSHOT_READ,
+    "DELETE /jobs/{job_id}": ROLE_INTENT_WRITE,
+    "/cases/{case_id}": ROLE_SNAPSHOT_READ,
+    "/artifacts": ROLE_INTENT_WRITE,
     # Operational, cross-tenant aggregates: operators only.
     "/metrics": ROLE_ADMIN,
 }
@@ -30,8 +36,12 @@ ROUTE_ROLES: dict[str, str] = {
 UI_PREFIX = "/ui/"
 
 
-def required_role(path: str) -> str:
-    """The role the route template ``path`` needs (``PUBLIC``, ``AUTHENTICATED`` or a role)."""
+def required_role(path: str, method: str = "GET") -> str:
+    """The role the route template ``path`` needs (``PUBLIC``, ``AUTHENTICATED`` or a role) when
+    called with ``method``: a ``"METHOD /path"`` entry overrides the path's own."""
+    specific = f"{method.upper()} {path}"
+    if specific in ROUTE_ROLES:
+        return ROUTE_ROLES[specific]
     if path in ROUTE_ROLES:
         return ROUTE_ROLES[path]
     if path.startswith(UI_PREFIX):

@@ -1,4 +1,5 @@
-"""The worker process: turn workflows + ledger steps on one queue, provider calls on another.
+"""The worker process: turn workflows + ledger steps on one queue, provider calls on another,
+and one queue per case job type (docs/JOBS.md).
 
 One task queue per resource class: the `llm` queue's activity slots are the provider concurrency
 limit (TURNGATE_LLM_CONCURRENCY), independent of how many turns are in flight.
@@ -22,6 +23,9 @@ from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
 from turngate.artifacts import open_artifact_store
 from turngate.core.prompts import parse_prompt_config
+from turngate.jobs.queues import job_concurrency, job_queues
+from turngate.jobs.registry import CaseRegistry
+from turngate.jobs.workers import job_workers
 from turngate.ledger import LedgerStore
 from turngate.prompts.pins import PromptPins
 from turngate.providers.registry import build_providers, close_providers
@@ -66,8 +70,9 @@ async def running_worker(
     calls = ProviderActivities(
         providers, bus, artifacts, metrics, local_concurrency=settings.llm_concurrency if local else None
     )
+    registry = CaseRegistry(store.engine)
     external = ExternalRefActivities(
-        store,
+        registry,
         artifacts,
         cache_dir=settings.data_dir / "index-cache",
         workbench=WorkbenchConfig.from_env(os.environ),
@@ -92,13 +97,24 @@ async def running_worker(
             max_concurrent_activities=settings.llm_concurrency,
         ),
     ]
+    workers += job_workers(
+        client,
+        artifacts=artifacts,
+        concurrency=job_concurrency(settings),
+        queues=job_queues(settings),
+        work_dir=settings.data_dir / "job-work",
+        registry=registry,
+    )
+    (settings.data_dir / "job-work").mkdir(parents=True, exist_ok=True)
     tasks = [asyncio.create_task(w.run()) for w in workers]
     metrics_server = serve_worker_metrics(metrics=metrics)  # only with TURNGATE_WORKER_METRICS_BIND
     log.info(
-        "worker up: turns=%s llm=%s (concurrency %d) policy=%s providers=%s",
+        "worker up: turns=%s llm=%s (concurrency %d) jobs=%s-* (concurrency %s) policy=%s providers=%s",
         settings.turns_task_queue,
         settings.llm_task_queue,
         settings.llm_concurrency,
+        settings.job_queue_prefix,
+        job_concurrency(settings).model_dump(),
         settings.policy_module or "observer mode",
         ", ".join(sorted(providers)),
     )

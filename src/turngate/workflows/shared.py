@@ -18,7 +18,9 @@ SA_TURN_ID = SearchAttributeKey.for_keyword("TurngateTurnId")
 SA_DECISION = SearchAttributeKey.for_keyword("TurngateDecision")
 SA_POLICY_ID = SearchAttributeKey.for_keyword("TurngatePolicyId")
 SA_ACTOR = SearchAttributeKey.for_keyword("TurngateActor")
-SEARCH_ATTRIBUTES = (SA_THREAD_ID, SA_TURN_ID, SA_DECISION, SA_POLICY_ID, SA_ACTOR)
+#: The tenant of a case job (jobs are listed per tenant by a visibility query).
+SA_TENANT_ID = SearchAttributeKey.for_keyword("TurngateTenantId")
+SEARCH_ATTRIBUTES = (SA_THREAD_ID, SA_TURN_ID, SA_DECISION, SA_POLICY_ID, SA_ACTOR, SA_TENANT_ID)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")
 
