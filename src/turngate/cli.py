@@ -422,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     from turngate.security.cli import add_keys_parser
 
     add_keys_parser(sub)
+    from turngate.cli_jobs import add_jobs_parsers
+
+    add_jobs_parsers(sub)
     return parser
 
 
