@@ -77,10 +77,11 @@ class Authenticator:
             raise _invalid("unknown or revoked API key")
         return key.principal()
 
-    def check_rate(self, principal: Principal) -> None:
+    async def check_rate(self, principal: Principal) -> None:
         if principal.key_id is None:
             return  # dev mode without a key: local use, not limited
-        wait = self.limiter.acquire(principal.key_id)
+        # A shared (Redis) limiter answers from a worker thread; the in-memory one right here.
+        wait = await self.limiter.acquire_async(principal.key_id)
         if wait > 0:
             raise AuthError(
                 429,
@@ -127,7 +128,7 @@ async def authorize(
             )
         if role != AUTHENTICATED and not principal.may(role):
             raise AuthError(403, "auth.forbidden", f"this route needs the {role!r} role")
-        auth.check_rate(principal)
+        await auth.check_rate(principal)
     request.state.principal = principal
     request.state.tenant_id = principal.tenant_id if principal else None
 

@@ -1,6 +1,8 @@
 """Per-key token buckets: ``rate`` requests per second sustained, ``burst`` at once.
 
-In memory, per API process (each replica limits on its own; documented in docs/SECURITY.md).
+In memory, per API process (each replica limits on its own); with ``TURNGATE_LIMITS_URL``
+:class:`turngate.security.redis_limits.RedisRateLimiter` shares the buckets between replicas
+(docs/SECURITY.md).
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ class RateLimiter:
                 bucket.tokens -= 1.0
                 return 0.0
             return (1.0 - bucket.tokens) / self.rate
+
+    async def acquire_async(self, key: str) -> float:
+        """:meth:`acquire` for the event loop (in memory it never blocks; a shared limiter's does)."""
+        return self.acquire(key)
 
 
 def retry_after_header(wait_s: float) -> str:

@@ -1,4 +1,8 @@
-"""Concurrent SSE streams per key: a counter with a hard limit (full is full, no waiting)."""
+"""Concurrent SSE streams per key: a counter with a hard limit (full is full, no waiting).
+
+:class:`StreamSlots` counts in this API process; with ``TURNGATE_LIMITS_URL``
+:class:`turngate.security.redis_limits.RedisStreamSlots` counts across replicas.
+"""
 
 from __future__ import annotations
 
