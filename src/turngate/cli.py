@@ -170,7 +170,16 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_ref(text: str) -> dict[str, str]:
+def _parse_ref(text: str) -> dict[str, Any]:
+    """``ID``, ``execution:ID``, or a JSON object for an external ref (``case_query``, ...)."""
+    if text.lstrip().startswith("{"):
+        try:
+            ref = json.loads(text)
+        except ValueError as exc:
+            raise SystemExit(f"--ref {text!r} is not valid JSON: {exc}") from exc
+        if not isinstance(ref, dict):
+            raise SystemExit(f"--ref {text!r} must be a JSON object")
+        return ref
     kind, sep, ref_id = text.partition(":")
     if sep and kind in ("event", "execution"):
         return {"ref_type": kind, "ref_id": ref_id}
@@ -358,7 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--ref",
         action="append",
         default=[],
-        help="declared ref: a correlation/turn id or event digest; execution:ID for an answer",
+        help="declared ref: a correlation/turn id or event digest; execution:ID for an answer; "
+        'or a JSON object, e.g. \'{"ref_type": "case_query", "case_id": "handbook", "query": "leave"}\'',
     )
     chat.add_argument("--model", help="requested model id")
     chat.add_argument("--inputs", help='intent inputs as JSON, e.g. \'{"task_id": "phishing-01"}\'')
