@@ -1,4 +1,5 @@
-"""The C-encoder fast path of canonical_bytes writes exactly what rfc8785 writes."""
+"""The fast path of canonical_bytes (orjson, for plain values) writes exactly what rfc8785 writes,
+and loads_plain calls nothing plain that holds a float or an unsafe integer."""
 
 from __future__ import annotations
 
@@ -61,11 +62,23 @@ def test_refusals_still_refuse(value) -> None:
 @settings(max_examples=600, deadline=None)
 @given(json_values)
 def test_plain_values_parsed_from_text_get_the_rfc8785_bytes(value) -> None:
-    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+    for text in (
+        json.dumps(value),
+        json.dumps(value, ensure_ascii=False),
+        json.dumps(value, ensure_ascii=False, indent=1),  # numbers after newlines and spaces
+    ):
         parsed, plain = loads_plain(text)
         assert parsed == json.loads(text) or parsed != parsed  # NaN never equals itself
         if plain:
-            assert plain_canonical_bytes(parsed) == rfc8785.dumps(parsed)
+            expected = _bytes_or_refusal(rfc8785.dumps, parsed)
+            assert _bytes_or_refusal(plain_canonical_bytes, parsed) == expected
+
+
+def _bytes_or_refusal(write, value) -> bytes | str:
+    try:
+        return write(value)
+    except (CanonicalizationError, rfc8785.CanonicalizationError):
+        return "refused"
 
 
 @pytest.mark.parametrize(
@@ -75,12 +88,13 @@ def test_plain_values_parsed_from_text_get_the_rfc8785_bytes(value) -> None:
         '{"a":[1e5]}',
         '{"a":NaN}',
         '{"a":-Infinity}',
-        '{"a":9007199254740992}',
-        '{"a":-12345678901234567890}',
         '{"\ue000":1,"\U0001f600":2}',
         '{"\\ue000":1}',
         '{"\\ud83d\\ude00":1,"\\uffff":2}',
         '{"a":"\\udead"}',
+        "1.5",
+        " -2e3",
+        '{"a" :\n  [ 0.5 ]}',
     ],
 )
 def test_not_plain(text: str) -> None:
@@ -97,6 +111,19 @@ def test_plain(text: str) -> None:
     parsed, plain = loads_plain(text)
     assert plain
     assert plain_canonical_bytes(parsed) == rfc8785.dumps(parsed)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"a":9007199254740992}', '{"a":-12345678901234567890}', '{"a":[1,-9007199254740992]}']
+)
+def test_unsafe_integers_are_refused_when_written(text: str) -> None:
+    parsed, _ = loads_plain(text)
+    with pytest.raises(rfc8785.CanonicalizationError):
+        rfc8785.dumps(parsed)
+    with pytest.raises(CanonicalizationError):
+        plain_canonical_bytes(parsed)
+    with pytest.raises(CanonicalizationError):
+        canonical_bytes(parsed)
 
 
 def test_plain_canonical_bytes_still_refuses_what_the_encoder_refuses() -> None:
