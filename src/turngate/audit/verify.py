@@ -882,7 +882,10 @@ def _bounded_put(mapping: OrderedDict[Any, Any], key: Any, value: Any, limit: in
     OrderedDict, because finding the oldest entry of a plain dict that keeps losing its first
     entries costs a scan over the holes they leave (every insert cost as much as the bound)."""
     bound = PENDING_INTENTS if limit is None else limit
-    mapping.pop(key, None)
+    if key in mapping:  # re-inserted: it becomes the newest, as if popped and added again
+        mapping[key] = value
+        mapping.move_to_end(key)
+        return
     while mapping and len(mapping) >= bound:
         mapping.popitem(last=False)
     if bound > 0:

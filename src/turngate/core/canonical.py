@@ -124,8 +124,12 @@ def loads_plain(text: str | bytes) -> tuple[Any, bool]:
         raise TypeError(f"JSON text must be str or bytes, not {type(raw).__name__}")
     if not _text_may_sort_differently(raw):
         try:
-            return _PLAIN_DECODER.decode(raw), True
-        except _NotPlain:
+            # raw_decode: what decode does minus its two whitespace regex calls (the stored
+            # text is compact); leading whitespace or trailing data take the full path below.
+            value, end = _PLAIN_DECODER.raw_decode(raw)
+            if end == len(raw):
+                return value, True
+        except (json.JSONDecodeError, _NotPlain):
             pass
     return json.loads(raw), False
 

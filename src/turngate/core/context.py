@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from turngate.core.canonical import digest
-from turngate.core.events import Event
+from turngate.core.events import DeclaredRef, Event
 from turngate.core.policy import GovernanceItem, IntentView, PolicyInput, build_policy_input
 from turngate.core.refs import (
     RULE_FILTER_INTENT_ONLY,
@@ -43,7 +43,7 @@ from turngate.core.refs import (
     Resolution,
     declared_ref_sort_key,
     parse_declared_refs,
-    resolve_refs,
+    resolve_declared_refs,
 )
 
 CONTEXT_SPEC_SCHEMA_VERSION = "turngate.ctxspec.1"
@@ -274,14 +274,18 @@ def load_context_config(path: Path | None = None, env: Mapping[str, str] | None 
 # --------------------------------------------------------------------------- spec and digest
 
 
-def canonical_declared_refs(intent: Event) -> list[dict[str, Any]]:
+def canonical_declared_refs(
+    intent: Event, declared: Sequence[DeclaredRef] | None = None
+) -> list[dict[str, Any]]:
     """The declared refs as declared (every entry, duplicates kept), in canonical order.
 
     The client's own order stays in the INTENT event; the spec sorts by (ref_type, ref_id,
-    version) so that equal requests get equal digests (seed 000, invariant 4).
+    version) so that equal requests get equal digests (seed 000, invariant 4). ``declared``:
+    those refs already parsed and sorted (as :func:`resolve_declared_refs` returns them).
     """
-    refs = sorted(parse_declared_refs(intent), key=declared_ref_sort_key)
-    return [ref.model_dump(mode="json", exclude_none=True) for ref in refs]
+    if declared is None:
+        declared = sorted(parse_declared_refs(intent), key=declared_ref_sort_key)
+    return [ref.model_dump(mode="json", exclude_none=True) for ref in declared]
 
 
 def build_context_spec(
@@ -289,9 +293,11 @@ def build_context_spec(
     resolution: Resolution,
     cfg: ContextConfig,
     prompt: Mapping[str, Any] | None = None,
+    declared: Sequence[DeclaredRef] | None = None,
 ) -> dict[str, Any]:
     """The context spec: seed 000's digest scope, plus (when prompt packs are in use) the pinned
-    prompt snapshot and profile digests, so replay can prove which prompts were used."""
+    prompt snapshot and profile digests, so replay can prove which prompts were used.
+    ``declared``: see :func:`canonical_declared_refs`."""
     normalization: dict[str, Any] = {
         "applied_rules": list(resolution.applied_rules),
         "config_digest": context_config_digest(cfg),
@@ -308,7 +314,7 @@ def build_context_spec(
             "intent_type": intent.intent_type,
             "user_input": IntentView.from_intent(intent).message,
         },
-        "declared_refs": canonical_declared_refs(intent),
+        "declared_refs": canonical_declared_refs(intent, declared),
         "retrieval": {
             "resolved_refs": [ref.model_dump(mode="json") for ref in resolution.resolved_refs],
             "normalization": normalization,
@@ -359,9 +365,9 @@ def build_context(
 ) -> ContextBuild:
     """Resolve refs, build the policy input, the spec and the digest: one code path for deciding
     and for replay/verify. Raises ``RefResolutionError`` or ``InvalidIntentError``."""
-    resolution = resolve_refs(intent, candidates, cfg.context)
+    resolution, declared = resolve_declared_refs(intent, candidates, cfg.context)
     policy_input = build_policy_input(intent, resolution.governance_events)
-    spec = build_context_spec(intent, resolution, cfg, prompt)
+    spec = build_context_spec(intent, resolution, cfg, prompt, declared)
     assembled = build_assembled_context(policy_input, resolution)
     # model_construct: every field was just built here with its declared type (validating them
     # again only copies the dicts); the values, and so the digests, are the same.

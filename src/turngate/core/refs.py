@@ -275,6 +275,14 @@ def resolve_refs(intent: Event, candidates: Sequence[Event], settings: ContextSe
     ``MAX_REFS_EXCEEDED``, ``REF_NOT_FOUND`` or ``CROSS_THREAD_REF``. Declared refs are checked in
     canonical order, so the reported error does not depend on the client's order.
     """
+    return resolve_declared_refs(intent, candidates, settings)[0]
+
+
+def resolve_declared_refs(
+    intent: Event, candidates: Sequence[Event], settings: ContextSettings
+) -> tuple[Resolution, list[DeclaredRef]]:
+    """:func:`resolve_refs`, and the declared ledger refs it parsed, in canonical order (every
+    entry, duplicates kept): what the context spec pins, so they are parsed once."""
     if intent.kind != EventKind.INTENT:
         raise ValueError(f"resolve_refs needs an INTENT event, got {intent.kind}")
     raw_refs = declared_refs_of(intent)
@@ -286,7 +294,7 @@ def resolve_refs(intent: Event, candidates: Sequence[Event], settings: ContextSe
                 "declared_refs is empty, but this turn continues the thread (parent_turn_id "
                 "is set) and empty_refs_policy is DENY",
             )
-        return Resolution(applied_rules=applied)
+        return Resolution(applied_rules=applied), []
     if len(raw_refs) > settings.max_refs:
         raise RefResolutionError(
             MAX_REFS_EXCEEDED,
@@ -335,7 +343,7 @@ def resolve_refs(intent: Event, candidates: Sequence[Event], settings: ContextSe
         # EXECUTION and DECISION: audit trail and prompt material only, never governance.
         resolved.append(ResolvedRef(**pin, admitted_for="execution_only"))
 
-    return Resolution(
+    resolution = Resolution(
         resolved_refs=tuple(resolved),
         governance_events=tuple(governance),
         execution_events=tuple(execution),
@@ -343,3 +351,4 @@ def resolve_refs(intent: Event, candidates: Sequence[Event], settings: ContextSe
         applied_rules=applied,
         dropped_refs=tuple(dropped),
     )
+    return resolution, declared
