@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -71,6 +72,11 @@ class FakeResolver(ThreadingHTTPServer):
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_port}/h"
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # turngate hanging up mid-body (too large, timeout) is what those tests expect
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +157,78 @@ def test_stream_slots_are_shared_and_released(shared: SharedRedis) -> None:
     b.release("k")
     a.release("other")
     assert not shared.client.exists(f"{shared.prefix}streams:k", f"{shared.prefix}streams:other")
+
+
+async def test_async_acquire_and_release_nowait_share_the_slots(shared: SharedRedis) -> None:
+    """What the API's handlers call: the Redis round trips run off the event loop."""
+    (_, a), (_, b) = shared.open(streams_per_key=2), shared.open(streams_per_key=2)
+    assert await a.try_acquire_async("k") and await a.try_acquire_async("k")
+    assert not await a.try_acquire_async("k")  # full in this process: no Redis call needed
+    assert not await b.try_acquire_async("k")  # full across both
+    a.release_nowait("k")
+    assert a.open_count("k") == 1  # this process's count drops at once
+    deadline = time.monotonic() + 2.0
+    while not await b.try_acquire_async("k"):  # the shared lease goes a moment later
+        assert time.monotonic() < deadline, "release_nowait never removed the lease"
+        await asyncio.sleep(0.01)
+    assert await StreamSlots(1).try_acquire_async("k")  # the in-memory one as well
+
+
+@pytest.fixture
+async def hanging_redis() -> AsyncIterator[str]:
+    """A Redis URL whose server accepts connections and never answers."""
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until the client goes away
+        writer.close()
+
+    server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.close()
+
+
+async def test_a_hanging_redis_does_not_stall_the_event_loop(hanging_redis: str) -> None:
+    rate, streams = open_redis_limits(hanging_redis, rate_per_s=1.0, burst=2, streams_per_key=1)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        started = time.monotonic()
+        assert await streams.try_acquire_async("k")  # the socket timeout, then the local count
+        waited = time.monotonic() - started
+        assert waited >= 0.2  # it did wait for Redis...
+        assert ticks >= 5  # ...without holding up the loop meanwhile
+    finally:
+        ticking.cancel()
+        await asyncio.to_thread(streams.close)
+        rate.close()
+
+
+async def test_a_cancelled_acquire_gives_its_slot_back(hanging_redis: str) -> None:
+    rate, streams = open_redis_limits(hanging_redis, rate_per_s=1.0, burst=2, streams_per_key=1)
+    try:
+        attempt = asyncio.create_task(streams.try_acquire_async("k"))
+        await asyncio.sleep(0.05)  # waiting for Redis now
+        attempt.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+        deadline = time.monotonic() + 2.0
+        # the thread ends after the socket timeout with a (local) slot, which goes back
+        while streams.open_count("k") or not await streams.try_acquire_async("k"):
+            assert time.monotonic() < deadline, "the cancelled caller's slot was never given back"
+            await asyncio.sleep(0.02)
+    finally:
+        await asyncio.to_thread(streams.close)
+        rate.close()
 
 
 def test_a_crashed_process_s_slots_come_back_after_the_lease(shared: SharedRedis) -> None:

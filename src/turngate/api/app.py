@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -75,6 +76,8 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
             await app.state.turn_slots.aclose()
             await watcher.stop()
             await app.state.token_bus.aclose()
+            # a shared backend: pending lease releases, then its client (may wait on Redis)
+            await asyncio.to_thread(limits.close)
             store.close()
             flush_tracing()
 

@@ -184,12 +184,12 @@ async def ingress_intent(
     except AdmissionError as exc:
         return admission_response(exc)
     streams = stream_slots(request)
-    if stream and not streams.try_acquire(principal.limit_key):
+    if stream and not await streams.try_acquire_async(principal.limit_key):
         return too_many_streams(streams.per_key)
     slots: TurnSlots = request.app.state.turn_slots
     if not slots.try_acquire():
         if stream:
-            streams.release(principal.limit_key)
+            streams.release_nowait(principal.limit_key)
         response = error_response(
             503, "queue.full", f"{slots.limit} turns are in flight (TURNGATE_TURN_QUEUE_MAX); retry later"
         )
@@ -200,7 +200,7 @@ async def ingress_intent(
     except ArtifactError as exc:
         slots.release()
         if stream:
-            streams.release(principal.limit_key)
+            streams.release_nowait(principal.limit_key)
         log.warning("could not store a large message: %s", exc)
         return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
 
@@ -212,7 +212,7 @@ async def ingress_intent(
     except RPCError as exc:
         slots.release()
         if stream:
-            streams.release(principal.limit_key)
+            streams.release_nowait(principal.limit_key)
         log.warning("could not start turn %s: %s", workflow_id, exc)
         return error_response(503, "temporal.unavailable", "the workflow service is unreachable; retry")
     key = (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
@@ -221,7 +221,7 @@ async def ingress_intent(
     if not running and not await asyncio.to_thread(_turn_events, state, envelope):
         # Temporal finished this turn but this ledger never saw it (a wiped or different ledger).
         if stream:
-            streams.release(principal.limit_key)
+            streams.release_nowait(principal.limit_key)
         return error_response(
             409,
             "turn.closed_elsewhere",

@@ -84,7 +84,7 @@ async def tail(
     principal = request_principal(request)
     tenant = principal.tenant_id
     streams = stream_slots(request)
-    if not streams.try_acquire(principal.limit_key):
+    if not await streams.try_acquire_async(principal.limit_key):
         return too_many_streams(streams.per_key)
     lane_list = [part for part in (lanes or "").split(",") if part] or None
     if last_event_id and last_event_id.strip().lstrip("-").isdigit():

@@ -276,7 +276,7 @@ async def turn_stream(
             f"{state.settings.wait_timeout_s:g}s",
         )
     streams = stream_slots(request)
-    if not streams.try_acquire(principal.limit_key):
+    if not await streams.try_acquire_async(principal.limit_key):
         return too_many_streams(streams.per_key)
     bus: TokenSubscriber | None = getattr(request.app.state, "token_bus", None)
     messages = stream_turn_events(

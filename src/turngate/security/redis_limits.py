@@ -34,12 +34,14 @@ the SSE routes on the event loop: one round trip (well under a millisecond on a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
@@ -234,6 +236,8 @@ class RedisStreamSlots(StreamSlots):
         self._lock = threading.Lock()
         self._heartbeat: threading.Thread | None = None
         self._stop = threading.Event()
+        # release_nowait's Redis calls, in order, off the event loop
+        self._releases = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turngate-stream-release")
 
     def redis_key(self, key: str) -> str:
         return self._prefix + key
@@ -260,16 +264,53 @@ class RedisStreamSlots(StreamSlots):
                 self._ensure_heartbeat()
         return True
 
+    async def try_acquire_async(self, key: str) -> bool:
+        """:meth:`try_acquire` with its Redis round trip in a thread, so a slow or hanging Redis
+        (up to ``REDIS_TIMEOUT_S``) never stalls the event loop. A caller cancelled while it
+        waits gets nothing: a slot taken for it meanwhile is given back."""
+        if self._outage.skipping or self.open_count(key) >= self.per_key:
+            return self.try_acquire(key)  # no Redis call on these paths
+        attempt = asyncio.ensure_future(asyncio.to_thread(self.try_acquire, key))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            attempt.add_done_callback(lambda done: self._give_back(done, key))
+            raise
+
+    def _give_back(self, attempt: asyncio.Future[bool], key: str) -> None:
+        if not attempt.cancelled() and attempt.exception() is None and attempt.result():
+            self.release_nowait(key)
+
     def release(self, key: str) -> None:
+        """Give a slot back now (blocks for a Redis round trip: on an event loop use
+        :meth:`release_nowait`)."""
+        lease = self._forget_locally(key)
+        if lease is not None:
+            self._remove_lease(key, lease)
+
+    def release_nowait(self, key: str) -> None:
+        """Give a slot back: this process's count at once, the shared lease on a background
+        thread a moment later (until then another replica may still count it)."""
+        lease = self._forget_locally(key)
+        if lease is not None:
+            # RuntimeError: closing; the lease is no longer renewed and expires after lease_s
+            with contextlib.suppress(RuntimeError):
+                self._releases.submit(self._remove_lease, key, lease)
+
+    def _forget_locally(self, key: str) -> str | None:
+        """Drop one of ``key``'s slots here; the Redis lease to remove, if there is one to remove."""
         with self._lock:
             leases = self._held.get(key)
             if not leases:
-                return
+                return None
             lease = leases.pop()
             if not leases:
                 del self._held[key]
         if lease is None or self._outage.skipping:
-            return  # a local slot, or Redis down: the lease expires on its own
+            return None  # a local slot, or Redis down: the lease expires on its own
+        return lease
+
+    def _remove_lease(self, key: str, lease: str) -> None:
         try:
             self._redis.zrem(self.redis_key(key), lease)
         except _REDIS_ERRORS as exc:
@@ -280,7 +321,9 @@ class RedisStreamSlots(StreamSlots):
             return len(self._held.get(key, ()))
 
     def close(self) -> None:
-        """Stop renewing leases (they expire after ``lease_s``) and close the client."""
+        """Finish pending releases, stop renewing leases (they expire after ``lease_s``) and
+        close the client."""
+        self._releases.shutdown(wait=True)
         self._stop.set()
         with self._lock:
             heartbeat = self._heartbeat

@@ -36,6 +36,15 @@ class StreamSlots:
         else:
             self._open.pop(key, None)
 
+    async def try_acquire_async(self, key: str) -> bool:
+        """:meth:`try_acquire` for an event loop (here in memory: nothing to wait for)."""
+        return self.try_acquire(key)
+
+    def release_nowait(self, key: str) -> None:
+        """:meth:`release` that never blocks (for ``finally`` blocks on an event loop, which a
+        cancelled request must not await in). In memory it is :meth:`release`."""
+        self.release(key)
+
     def open_count(self, key: str) -> int:
         return self._open.get(key, 0)
 
@@ -46,7 +55,7 @@ class StreamSlots:
             async for message in messages:
                 yield message
         finally:
-            self.release(key)
+            self.release_nowait(key)
 
 
 def too_many_streams(limit: int) -> JSONResponse:
