@@ -53,6 +53,7 @@ from turngate.artifacts.store import (
     normalize_digest,
     parse_artifact_path,
 )
+from turngate.audit.gc_passes import with_fewer_gc_passes
 from turngate.audit.verify_decisions import verify_decision_reusing
 from turngate.audit.verify_parallel import can_fork, run_forked, shared_counters, usable_cores
 from turngate.core.canonical import digest_bytes, is_digest
@@ -82,7 +83,9 @@ PENDING_INTENTS = 10_000
 #: Recently checked artifact pointers (an artifact referenced twice is hashed once).
 CHECKED_ARTIFACTS = 10_000
 #: Recently streamed events (parsed) and digests (index -> recomputed), reused as DECISION inputs.
-RECENT_EVENTS = 2048
+#: 4,096 events: a ref up to ~1,300 turns back is not read again (~25 MB more than 2,048; 8,192
+#: was no faster with 2 processes and cost 60 MB more: docs/BENCHMARKS.md).
+RECENT_EVENTS = 4096
 RECENT_DIGESTS = 20_000
 
 
@@ -912,6 +915,7 @@ def _conditions(
     return conditions
 
 
+@with_fewer_gc_passes
 def verify_all(
     store: LedgerStore,
     *,
