@@ -4,6 +4,8 @@ streams per key, body/message size, refs and tools counts; all configurable, all
 from __future__ import annotations
 
 import asyncio
+import gc
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -12,6 +14,7 @@ from tests.security.conftest import bearer, make_key
 from tests.stack import envelope, make_settings, running_stack
 from turngate.devserver import DevServer
 from turngate.security.ratelimit import RateLimiter
+from turngate.security.streams import StreamSlots
 from turngate.settings import Settings, load_settings
 
 
@@ -28,6 +31,33 @@ def test_token_bucket_refills_at_the_configured_rate() -> None:
     assert limiter.acquire("other") == 0.0  # per key
     now[0] = 0.5
     assert limiter.acquire("k") == 0.0
+
+
+async def _messages(count: int) -> AsyncIterator[int]:
+    for number in range(count):
+        yield number
+
+
+async def test_a_held_stream_gives_its_slot_back_exactly_once() -> None:
+    slots = StreamSlots(1)
+    # ends normally
+    assert slots.try_acquire("k")
+    assert [m async for m in slots.hold("k", _messages(2))] == [0, 1]
+    assert slots.open_count("k") == 0
+    # closed mid-stream (the client went away)
+    assert slots.try_acquire("k")
+    held = slots.hold("k", _messages(5))
+    assert await anext(held) == 0
+    await held.aclose()
+    del held
+    gc.collect()
+    assert slots.open_count("k") == 0
+    # dropped before its first message: a generator that never ran has no finally to run
+    assert slots.try_acquire("k") and slots.try_acquire("other")
+    unstarted = slots.hold("k", _messages(1))
+    del unstarted
+    gc.collect()
+    assert slots.open_count("k") == 0 and slots.open_count("other") == 1  # once, and only its own
 
 
 async def test_rate_limit_answers_429_with_retry_after_then_recovers(

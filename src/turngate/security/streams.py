@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterator
 from typing import TypeVar
 
@@ -48,14 +49,29 @@ class StreamSlots:
     def open_count(self, key: str) -> int:
         return self._open.get(key, 0)
 
-    async def hold(self, key: str, messages: AsyncIterator[T]) -> AsyncIterator[T]:
-        """Yield ``messages``; the slot (already acquired) is released when the stream ends,
-        fails or the client goes away."""
-        try:
-            async for message in messages:
-                yield message
-        finally:
-            self.release_nowait(key)
+    def hold(self, key: str, messages: AsyncIterator[T]) -> AsyncIterator[T]:
+        """Yield ``messages``; the slot (already acquired) is released exactly once when the
+        stream ends, fails or the client goes away, or when the stream is dropped before it
+        started (a client gone before the first byte: a generator that never ran has no
+        ``finally`` to run, so a finalizer covers that case)."""
+        released = False
+
+        def release_once() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.release_nowait(key)
+
+        async def stream() -> AsyncIterator[T]:
+            try:
+                async for message in messages:
+                    yield message
+            finally:
+                release_once()
+
+        held = stream()
+        weakref.finalize(held, release_once)
+        return held
 
 
 def too_many_streams(limit: int) -> JSONResponse:
