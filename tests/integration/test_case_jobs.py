@@ -93,6 +93,12 @@ async def test_ingest_embed_index_then_a_turn_retrieves_the_right_chunk(tmp_path
 
         jobs = (await http.get("/jobs")).json()["jobs"]
         assert {j["id"] for j in jobs} == {ingest["job_id"], embed["job_id"], index["job_id"]}
+        for listed in jobs:  # the list and the job itself count items the same way
+            one = (await http.get(f"/jobs/{listed['id']}")).json()
+            assert (one["items_done"], one["items_total"]) == (listed["items_done"], listed["items_total"])
+        counts = {j["type"]: j["items_total"] for j in jobs}
+        assert counts["case.ingest"] == 2  # documents; embed and index count chunks
+        assert counts["case.embed"] == counts["case.index"] == indexed["result"]["chunk_count"]
         status = (await http.get("/status")).json()["job_runtime"]
         assert status["queue_sizes"]["case.embed"] == 0 and status["active_counts"]["case.index"] == 0
         assert status["queue_max"]["case.ingest"] == settings.job_queue_max

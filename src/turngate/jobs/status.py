@@ -112,8 +112,11 @@ async def get_job_status(client: Client, job_id: str, *, with_result: bool = Tru
             state = "timed_out"
     items_total = progress.items_total if progress else 0
     items_done = progress.items_done if progress else 0
-    if state == "completed" and result is not None:
-        items_total = items_done = int(result.get("chunk_count") or result.get("documents") or items_total)
+    if state == "completed" and progress is None and result is not None:
+        # no final progress in the memo: count from the result as the workflow does (ingest:
+        # documents; embed and index: chunks), so every view shows the same numbers
+        counted = result.get("documents" if job_type == "case.ingest" else "chunk_count")
+        items_total = items_done = int(counted or 0)
     percent = 100.0 if state == "completed" else (progress.percent if progress else 0.0)
     return JobStatus(
         id=job_id,
