@@ -255,6 +255,8 @@ async def cmd_chat(args: argparse.Namespace) -> int:
         f"\n-- thread {body['thread_id']} turn {body['turn_id']} correlation {body['correlation_id']}"
         f" | INTENT index {body.get('index')} | context_digest {decision.get('context_digest')}"
     )
+    for line in external_context_lines(decision.get("external_context") or []):
+        print(line)
     if body.get("wait_timed_out"):
         print("-- still running: see /snapshot or /tail for the rest")
     print(
@@ -262,6 +264,22 @@ async def cmd_chat(args: argparse.Namespace) -> int:
         f" --ref {body['correlation_id']} --ref execution:{body['correlation_id']}"
     )
     return 0 if decision.get("decision") == "ALLOW" else 3
+
+
+def external_context_lines(records: list[dict[str, Any]]) -> list[str]:
+    """One summary line per declared external ref of a DECISION (what reached the model)."""
+    lines: list[str] = []
+    for record in records:
+        if record.get("ref_type") == "case_query":
+            chunks = len(record.get("selected_chunk_ids") or [])
+            lines.append(
+                f"-- case_query {record.get('case_id')} {record.get('retrieval_query')!r}: {chunks} chunk(s)"
+                f" from index {record.get('index_version')}"
+            )
+        else:
+            outcome = record.get("reason_code") or f"fetched {record.get('content_sha256')}"
+            lines.append(f"-- {record.get('ref_type')} {record.get('handle_id')}: {outcome}")
+    return lines
 
 
 async def cmd_config(args: argparse.Namespace) -> int:

@@ -57,6 +57,9 @@ async def test_cases_build_then_chat_with_a_case_query(tmp_path, temporal_server
         assert code == 0 and json.loads(out)["latest"]["index"]["version"] == version
 
         ref = json.dumps({"ref_type": "case_query", "case_id": "harbour", "query": "keeper ship", "top_k": 1})
+        code, out, err = await run(capsys, url, "chat", "Who logs ships?", "--ref", ref)
+        assert code == 0, err
+        assert f"-- case_query harbour 'keeper ship': 1 chunk(s) from index {version}" in out
         code, out, err = await run(capsys, url, "chat", "Who logs ships?", "--ref", ref, "--json")
         assert code == 0, err
     decision = json.loads(out)["decision"]["payload"]
