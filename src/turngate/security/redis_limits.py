@@ -25,10 +25,11 @@ A WARNING is logged at most once per 30 s while Redis is down, Redis is retried 
 failure, and an INFO line says when it answers again. Leases taken during an outage are local
 only; those expiring during it are not re-created.
 
-The rate limit runs in a worker thread (:meth:`RedisRateLimiter.acquire_async`, awaited by the
-auth dependency). The stream limit's ``try_acquire`` / ``release`` are synchronous calls made by
-the SSE routes on the event loop: one round trip (well under a millisecond on a LAN), at most the
-0.25 s timeout when Redis hangs, then nothing for 5 s while Redis is considered down.
+No Redis call runs on the API's event loop: the rate limit in a worker thread
+(:meth:`RedisRateLimiter.acquire_async`, awaited by the auth dependency), the stream limit too
+(:meth:`RedisStreamSlots.try_acquire_async`, awaited by the SSE routes); a stream's lease is
+removed on a background thread (:meth:`RedisStreamSlots.release_nowait`, called from the stream's
+``finally``). The synchronous ``try_acquire`` / ``release`` remain for threads and tests.
 """
 
 from __future__ import annotations
