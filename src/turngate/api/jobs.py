@@ -43,7 +43,7 @@ from turngate.jobs.models import (
     JobType,
 )
 from turngate.jobs.queues import job_queues
-from turngate.jobs.registry import CaseRegistry
+from turngate.jobs.registry import CaseRecord, CaseRegistry, RecordKind
 from turngate.jobs.status import ANY_TENANT, cancel_job, count_open_jobs, get_job_status, list_jobs, start_job
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
@@ -153,44 +153,27 @@ async def _job_input(
         documents = [await _document(state, n, doc) for n, doc in enumerate(body.documents)]
         return IngestInput(**owner, documents=documents, chunking=body.chunking, options=options)
     cases = registry(state)
-    if isinstance(body, EmbedBody):
-        chunks = await asyncio.to_thread(
-            cases.latest,
-            tenant_id=principal.tenant_id,
-            case_id=body.case_id,
-            kind="chunks",
-            version=body.chunks,
+
+    async def latest(kind: RecordKind, version: str | None, made_by: str) -> CaseRecord:
+        """The case's record of ``kind`` (``version``, else the newest), or 422 naming the job
+        that makes it."""
+        record = await asyncio.to_thread(
+            cases.latest, tenant_id=principal.tenant_id, case_id=body.case_id, kind=kind, version=version
         )
-        if chunks is None:
-            raise _missing(body.case_id, "chunks", body.chunks, "case.ingest")
+        if record is None:
+            detail = f"case {body.case_id!r} has no {kind}" + (f" {version}" if version else "")
+            raise _Refused(422, "job.input_not_found", f"{detail} (run {made_by} first)")
+        return record
+
+    if isinstance(body, EmbedBody):
+        chunks = await latest("chunks", body.chunks, "case.ingest")
         spec = embedder_spec(body.embedder, state.settings)
         return EmbedInput(**owner, chunks=chunks.pointer, embedder=spec, options=options)
-    embeddings = await asyncio.to_thread(
-        cases.latest,
-        tenant_id=principal.tenant_id,
-        case_id=body.case_id,
-        kind="embeddings",
-        version=body.embeddings,
-    )
-    if embeddings is None:
-        raise _missing(body.case_id, "embeddings", body.embeddings, "case.embed")
-    chunks = await asyncio.to_thread(
-        cases.latest,
-        tenant_id=principal.tenant_id,
-        case_id=body.case_id,
-        kind="chunks",
-        version=embeddings.detail.get("chunks"),
-    )
-    if chunks is None:
-        raise _missing(body.case_id, "chunks", embeddings.detail.get("chunks"), "case.ingest")
+    embeddings = await latest("embeddings", body.embeddings, "case.embed")
+    chunks = await latest("chunks", embeddings.detail.get("chunks"), "case.ingest")
     return IndexInput(
         **owner, chunks=chunks.pointer, embeddings=embeddings.pointer, params=body.params, options=options
     )
-
-
-def _missing(case_id: str, kind: str, version: str | None, run_first: str) -> _Refused:
-    detail = f"case {case_id!r} has no {kind}" + (f" {version}" if version else "")
-    return _Refused(422, "job.input_not_found", f"{detail} (run {run_first} first)")
 
 
 async def _document(state: ApiState, position: int, doc: Any) -> DocumentRef:

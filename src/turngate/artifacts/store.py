@@ -256,6 +256,23 @@ class StoredObject:
     sha256: str | None = None  # from metadata, when the backend keeps it
 
 
+def pointer_problems(
+    pointer: ArtifactPointer, expected: str, parsed: ParsedPath | None, actual: str, size: int
+) -> list[str]:
+    """What is wrong between ``pointer`` (whose normalized sha256 is ``expected`` and whose
+    parsed path is ``parsed``) and the stored bytes (hashing to ``actual``, ``size`` long)."""
+    problems: list[str] = []
+    if actual != expected:
+        problems.append("stored bytes do not hash to the pointer's sha256")
+    if size != pointer.size_bytes:
+        problems.append(f"stored size {size} != pointer size {pointer.size_bytes}")
+    if parsed is not None and parsed.digest != expected:
+        problems.append("the path's digest is not the pointer's sha256")
+    if pointer.artifact_id != expected and is_digest(pointer.artifact_id):
+        problems.append("the artifact_id is not the pointer's sha256")
+    return problems
+
+
 class BaseArtifactStore(abc.ABC):
     """Shared logic: addressing, idempotent put, check, digest lookup, gc. Backends supply I/O."""
 
@@ -353,15 +370,7 @@ class BaseArtifactStore(abc.ABC):
         except ArtifactNotFoundError:
             return ArtifactCheck(status="missing", detail="no object at this path", **base)
         actual = digest_bytes(data)
-        problems: list[str] = []
-        if actual != expected:
-            problems.append("stored bytes do not hash to the pointer's sha256")
-        if len(data) != pointer.size_bytes:
-            problems.append(f"stored size {len(data)} != pointer size {pointer.size_bytes}")
-        if parsed is not None and parsed.digest != expected:
-            problems.append("the path's digest is not the pointer's sha256")
-        if pointer.artifact_id != expected and is_digest(pointer.artifact_id):
-            problems.append("the artifact_id is not the pointer's sha256")
+        problems = pointer_problems(pointer, expected, parsed, actual, len(data))
         return ArtifactCheck(
             status="mismatch" if problems else "ok",
             actual_sha256=actual,

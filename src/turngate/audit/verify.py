@@ -52,11 +52,12 @@ from turngate.artifacts.store import (
     BaseArtifactStore,
     normalize_digest,
     parse_artifact_path,
+    pointer_problems,
 )
 from turngate.audit.gc_passes import with_fewer_gc_passes
 from turngate.audit.verify_decisions import verify_decision_reusing
 from turngate.audit.verify_parallel import can_fork, run_forked, shared_counters, usable_cores
-from turngate.core.canonical import digest_bytes, is_digest
+from turngate.core.canonical import digest_bytes
 from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.decision import verify_decision
 from turngate.core.events import Event, EventKind
@@ -206,8 +207,8 @@ def check_artifact(store: ArtifactStore, pointer: ArtifactPointer) -> tuple[str,
     """``(status, detail, retention)`` of ``store.check(pointer)`` ("" for none).
 
     A store whose ``check`` is :meth:`BaseArtifactStore.check` (every store turngate ships) gets
-    the same steps here, without an ``ArtifactCheck`` model per artifact: the same read, hash,
-    size, path and artifact_id comparisons, in the same order, with the same messages
+    the same steps here, without an ``ArtifactCheck`` model per artifact: the same read, then
+    the same comparisons (:func:`pointer_problems`, which ``check`` uses too)
     (tests/audit/test_verify.py compares both on intact and tampered artifacts). Raises what
     ``check`` raises."""
     if not isinstance(store, BaseArtifactStore) or type(store).check is not BaseArtifactStore.check:
@@ -220,15 +221,7 @@ def check_artifact(store: ArtifactStore, pointer: ArtifactPointer) -> tuple[str,
         data = store._read(pointer.path)
     except ArtifactNotFoundError:
         return "missing", "no object at this path", retention
-    problems: list[str] = []
-    if digest_bytes(data) != expected:
-        problems.append("stored bytes do not hash to the pointer's sha256")
-    if len(data) != pointer.size_bytes:
-        problems.append(f"stored size {len(data)} != pointer size {pointer.size_bytes}")
-    if parsed is not None and parsed.digest != expected:
-        problems.append("the path's digest is not the pointer's sha256")
-    if pointer.artifact_id != expected and is_digest(pointer.artifact_id):
-        problems.append("the artifact_id is not the pointer's sha256")
+    problems = pointer_problems(pointer, expected, parsed, digest_bytes(data), len(data))
     return ("mismatch" if problems else "ok"), "; ".join(problems), retention
 
 

@@ -58,34 +58,25 @@ def _json_writes_it_canonically(value: Any) -> bool:
         item = pop()
         kind = type(item)
         if kind is dict:
-            for key, child in item.items():
+            for key in item:
                 if type(key) is not str or (not key.isascii() and max(key) >= _SORT_SAFE_BELOW):
                     return False
-                kind = type(child)
-                if kind is str or kind is bool or child is None:
-                    continue
-                if kind is int:
-                    if -_SAFE_INT <= child <= _SAFE_INT:
-                        continue
-                    return False
-                if kind is dict or kind is list or kind is tuple:
-                    push(child)
-                    continue
-                return False
+            children: Any = item.values()
         elif kind is list or kind is tuple:
-            for child in item:
-                kind = type(child)
-                if kind is str or kind is bool or child is None:
-                    continue
-                if kind is int:
-                    if -_SAFE_INT <= child <= _SAFE_INT:
-                        continue
-                    return False
-                if kind is dict or kind is list or kind is tuple:
-                    push(child)
+            children = item
+        else:
+            return False
+        for child in children:
+            kind = type(child)
+            if kind is str or kind is bool or child is None:
+                continue
+            if kind is int:
+                if -_SAFE_INT <= child <= _SAFE_INT:
                     continue
                 return False
-        else:
+            if kind is dict or kind is list or kind is tuple:
+                push(child)
+                continue
             return False
     return True
 
