@@ -163,6 +163,16 @@ def iter_pointers(value: Any, keyed: int | None = None) -> Iterator[Mapping[str,
     ``keyed``: at most this many objects in ``value`` have an ``artifact_id`` key (see
     :func:`pointer_key_bound`); the walk stops once it has seen that many, since no pointer
     can remain. None: walk everything."""
+    if keyed is not None and isinstance(value, dict):
+        # The common shape: every object with that key is a value of the top-level object
+        # (a payload's ``manifest`` pointer). Then nothing nested can hold a pointer, and the
+        # walk below would yield exactly these, in this order.
+        top = [child for child in value.values() if isinstance(child, dict) and "artifact_id" in child]
+        if len(top) == keyed:
+            for child in top:
+                if child.keys() >= POINTER_KEYS:
+                    yield child
+            return
     stack = [value]
     pop, extend = stack.pop, stack.extend
     containers = (dict, list)
@@ -301,7 +311,9 @@ def _parse_time(value: Any) -> datetime | None:
 # --------------------------------------------------------------------------- bulk lookups
 
 _BY_CORRELATION = select(events).where(events.c.correlation_id.in_(bindparam("ids", expanding=True)))
-_BY_DIGEST = select(events).where(events.c.digest.in_(bindparam("ids", expanding=True)))
+_NORMATIVE_BY_DIGEST = select(
+    index_column, events.c.kind, events.c.digest, events.c.thread_id
+).where(events.c.digest.in_(bindparam("ids", expanding=True)))
 _BY_INDEX = select(events).where(index_column.in_(bindparam("ids", expanding=True)))
 _KEY_COLUMNS = (index_column, events.c.correlation_id, events.c.digest, events.c.turn_id, events.c.thread_id)
 _KEYS_BY_CORRELATION = select(*_KEY_COLUMNS).where(
@@ -631,10 +643,18 @@ class _Audit:
                 found.intents.setdefault(event.correlation_id, event)
             elif event.kind == EventKind.DECISION and event.correlation_id in missing_decisions:
                 found.decisions.setdefault(event.correlation_id, _decision_summary(event))
-        for row in _rows(conn, _BY_DIGEST, sorted(wanted_digests)):
-            # The digest column is trusted only where the chain pass recomputed it.
-            if self.in_scope(row) or recompute_digest(row) == row["digest"]:
+        # The digest column is trusted only where the chain pass recomputed it: the key
+        # columns suffice for rows in scope, others are read whole and digested again.
+        outside: list[Mapping[str, Any]] = []
+        for row in _rows(conn, _NORMATIVE_BY_DIGEST, sorted(wanted_digests)):
+            if self.in_scope(row):
                 found.normative.setdefault(row["digest"], row)
+            else:
+                outside.append(row)
+        if outside:
+            for row in _rows(conn, _BY_INDEX, sorted({int(row["index"]) for row in outside})):
+                if recompute_digest(row) == row["digest"]:
+                    found.normative.setdefault(row["digest"], row)
         intents = [intent for intent in found.intents.values() if intent is not None]
         found.candidates = read_candidates(conn, intents, cache)
         missing = missing_intents - set(found.intents)
