@@ -311,9 +311,9 @@ def _parse_time(value: Any) -> datetime | None:
 # --------------------------------------------------------------------------- bulk lookups
 
 _BY_CORRELATION = select(events).where(events.c.correlation_id.in_(bindparam("ids", expanding=True)))
-_NORMATIVE_BY_DIGEST = select(
-    index_column, events.c.kind, events.c.digest, events.c.thread_id
-).where(events.c.digest.in_(bindparam("ids", expanding=True)))
+_NORMATIVE_BY_DIGEST = select(index_column, events.c.kind, events.c.digest, events.c.thread_id).where(
+    events.c.digest.in_(bindparam("ids", expanding=True))
+)
 _BY_INDEX = select(events).where(index_column.in_(bindparam("ids", expanding=True)))
 _KEY_COLUMNS = (index_column, events.c.correlation_id, events.c.digest, events.c.turn_id, events.c.thread_id)
 _KEYS_BY_CORRELATION = select(*_KEY_COLUMNS).where(
