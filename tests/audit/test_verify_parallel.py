@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 import turngate.audit.verify as audit_verify
 from tests.audit.helpers import Ledger, config, make_ledger
 from turngate.audit import AuditReport, verify_all
+from turngate.audit.verify_parallel import RangeBoard
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +101,73 @@ def test_one_process_where_forking_is_unsafe(pristine: Ledger, monkeypatch: pyte
     monkeypatch.setattr(audit_verify, "run_forked", None)  # would raise if called
     report = verify_all(pristine.store, artifacts=pristine.artifacts(), context_config=config(), workers=4)
     assert report.ok
+
+
+# ---- work stealing: a process that is done takes the upper half of the largest range left
+
+
+def test_the_board_hands_out_upper_halves_above_what_was_claimed() -> None:
+    board = RangeBoard([(None, 99), (100, 199)], min_steal=10)
+    assert board.first(0) == (0, None, 99) and board.first(1) == (1, 100, 199)
+    assert board.claim(1, 119) == 199  # the owner of 100..199 checks 100..119 first
+    board.finish(0)  # range 0 is done: the thief takes half of what range 1 has not claimed
+    assert board.steal(0) == (2, 160, 199)
+    assert board.claim(1, 169) == 159  # its owner stops at 159 now
+    assert board.ranges_of(0) == [(0, None, 99), (2, 160, 199)]
+    assert board.ranges_of(1) == [(1, 100, 159)]
+    board.finish(1)
+    assert board.claim(2, 189) == 199
+    assert board.steal(1) is None  # 10 unclaimed indexes: under twice min_steal
+
+
+def test_the_board_stops_at_its_capacity() -> None:
+    board = RangeBoard([(None, 10_000)], min_steal=1, capacity=3)
+    assert board.steal(1) is not None and board.steal(1) is not None
+    assert board.steal(1) is None
+
+
+@pytest.fixture
+def slow_children(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int | None, int]]:
+    """Children that start late (so this process takes from their ranges), and a record of
+    every range this process took."""
+    taken: list[tuple[int, int | None, int]] = []
+    late = audit_verify._forked_part
+    steal = RangeBoard.steal
+
+    def start_late(*args: Any) -> Any:
+        time.sleep(1.0)
+        return late(*args)
+
+    def recorded(self: RangeBoard, owner: int) -> Any:
+        got = steal(self, owner)
+        if got is not None and owner == 0:
+            taken.append(got)
+        return got
+
+    monkeypatch.setattr(audit_verify, "_forked_part", start_late)
+    monkeypatch.setattr(RangeBoard, "steal", recorded)
+    return taken
+
+
+@pytest.mark.usefixtures("forking")
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        None,
+        "UPDATE events SET payload = replace(payload, 'summarise', 'summarize') WHERE \"index\" % 13 = 0",
+        'DELETE FROM events WHERE "index" IN (70, 71)',
+    ],
+)
+def test_ranges_taken_from_a_slow_process_report_the_same(
+    tmp_path: Path, pristine: Ledger, slow_children: list[Any], tamper: str | None
+) -> None:
+    ledger = _tampered(tmp_path, pristine)
+    if tamper:
+        ledger.execute(tamper)
+    seen: list[tuple[int, int]] = []
+    one, many = _both(ledger, 2, batch_size=4, progress=lambda done, total: seen.append((done, total)))
+    assert slow_children, "this process took no range from the slow one"
+    assert _same(one) == _same(many)
+    assert one.ok is (tamper is None)
+    total = 2 * many.checked_events
+    assert seen[-1] == (total, total) and all(done <= total for done, _ in seen)

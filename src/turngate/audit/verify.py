@@ -56,7 +56,14 @@ from turngate.artifacts.store import (
 )
 from turngate.audit.gc_passes import with_fewer_gc_passes
 from turngate.audit.verify_decisions import verify_decision_reusing
-from turngate.audit.verify_parallel import can_fork, run_forked, shared_counters, usable_cores
+from turngate.audit.verify_parallel import (
+    Range,
+    RangeBoard,
+    can_fork,
+    run_forked,
+    shared_counters,
+    usable_cores,
+)
 from turngate.core.canonical import digest_bytes
 from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.decision import verify_decision
@@ -69,9 +76,12 @@ from turngate.ledger.store import IN_CHUNK, is_sqlite_memory
 from turngate.ledger.verify import (
     DEFAULT_BATCH_SIZE,
     CheckedRow,
+    Claim,
+    UnreadableRow,
     VerifyProblem,
     _check_duplicate_keys,
     _Checker,
+    digest_row,
     iter_checked,
     recompute_digest,
     seed_before,
@@ -375,10 +385,13 @@ class _EventCache:
     the next turn names it, and a recent candidate is built without reading it again. Valid
     within one read snapshot."""
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, digests: OrderedDict[int, str] | None = None) -> None:
         self.by_index: OrderedDict[int, Event | None] = OrderedDict()
         self.rows: OrderedDict[int, tuple[Mapping[str, Any], dict[str, Any] | None]] = OrderedDict()
         self.limit = RECENT_EVENTS if limit is None else limit
+        # index -> digest recomputed from the stored row: rows read here (not streamed) add
+        # theirs, so that the DECISION check need not digest them again from the model.
+        self.digests = digests
 
     def remember(self, row: Mapping[str, Any], payload: dict[str, Any] | None) -> None:
         """A row the chain pass just streamed (``payload`` None: not a JSON object)."""
@@ -390,12 +403,23 @@ class _EventCache:
             return self.by_index[index]
         try:
             if payload is None:
-                payload = json.loads(row["payload"])
+                payload = self._read_payload(row, index)
             event = event_from(row, payload) if isinstance(payload, dict) else None
         except (TypeError, ValueError):  # ValidationError is a ValueError
             event = None
         _bounded_put(self.by_index, index, event, self.limit)
         return event
+
+    def _read_payload(self, row: Mapping[str, Any], index: int) -> Any:
+        if self.digests is not None:
+            try:
+                again, payload = digest_row(row)
+            except UnreadableRow:
+                pass  # parsed as below; the chain pass or the DECISION check reports it
+            else:
+                _bounded_put(self.digests, index, again, RECENT_DIGESTS)
+                return payload
+        return json.loads(row["payload"])
 
     def by_indexes(self, conn: Connection, indexes: Sequence[int]) -> dict[int, Event | None]:
         """index -> event (None: not a valid event) for rows that exist; reads only the rows it
@@ -565,12 +589,15 @@ class _Audit:
     )
     # index -> digest recomputed by the chain pass, for the most recent RECENT_DIGESTS events.
     digests: OrderedDict[int, str] = field(default_factory=OrderedDict)
-    events: _EventCache = field(default_factory=_EventCache)
+    events: _EventCache = field(init=False)
     # DECISIONs that did not verify on the candidates as of their INTENT: they get the store's
     # own fetch as a second opinion once the read transaction is over (see second_opinions).
     doubtful: list[tuple[int, str, dict[str, Any], Event, ContextConfig, list[str]]] = field(
         default_factory=list
     )
+
+    def __post_init__(self) -> None:
+        self.events = _EventCache(digests=self.digests)
 
     def fail(self, kind: AuditKind, index: int | None, correlation_id: str | None, detail: str) -> None:
         self.failures.append(Finding(kind=kind, index=index, correlation_id=correlation_id, detail=detail))
@@ -985,31 +1012,44 @@ def verify_all(
         note_indexes=frozenset(problem.index for problem in dup.problems),
     )
 
-    # Events checked by each part; the forked parts write theirs to shared memory.
-    done_by_part = shared_counters(len(bounds)) if progress is not None and len(bounds) > 1 else [0]
+    # Index ranges, handed out and rebalanced between the processes (see RangeBoard).
+    board = RangeBoard(bounds, min_steal=max(1, batch_size // 4)) if len(bounds) > 1 else None
+    # Events checked by each process; the forked ones write theirs to shared memory.
+    done_by_process = shared_counters(len(bounds)) if progress is not None and board is not None else [0]
 
     def report_progress(done_here: int) -> None:
         if progress is not None:
             # Each event counts twice (digests and chain, then decisions and artifacts): one
             # pass does both, batch by batch.
-            done = done_here + sum(done_by_part[1:])
+            done = done_here + sum(done_by_process[1:])
             progress(min(2 * done, 2 * in_scope_count), 2 * in_scope_count)
 
-    def here() -> _Part:
-        return _verify_part(store, artifacts, plan, bounds[0], report_progress)
-
-    jobs = [
-        partial(_forked_part, store, artifacts, plan, bound, done_by_part, part)
-        for part, bound in enumerate(bounds[1:], start=1)
-    ]
-    mine, tallies = run_forked(here, jobs) if jobs else (here(), [])
-    checker, audit, correlation_of = mine
-    for bound, tally in zip(bounds[1:], tallies, strict=True):
-        if tally is None:  # the child failed: verify its range here
-            tally = _tally(*_verify_part(store, artifacts, plan, bound, None))
+    if board is None:
+        mine = [(None, _verify_part(store, artifacts, plan, bounds[0], report_progress))]
+        theirs: list[list[tuple[int | None, _Tally]] | None] = []
+    else:
+        jobs = [
+            partial(_forked_part, store, artifacts, plan, board, done_by_process, owner)
+            for owner in range(1, len(bounds))
+        ]
+        mine, theirs = run_forked(
+            partial(_verify_ranges, store, artifacts, plan, board, 0, report_progress), jobs
+        )
+    # The first range (unbounded below) is always this process's first: the others merge into
+    # it in index order.
+    checker, audit, correlation_of = mine[0][1]
+    pieces = [(low, _tally(*part)) for low, part in mine[1:]]
+    for owner, result in enumerate(theirs, start=1):
+        if result is None and board is not None:  # the child failed: verify its ranges here
+            result = [
+                (low, _tally(*_verify_part(store, artifacts, plan, (low, high), None)))
+                for _slot, low, high in board.ranges_of(owner)
+            ]
+        pieces.extend(result or [])
+    for _low, tally in sorted(pieces, key=lambda piece: -1 if piece[0] is None else piece[0]):
         _absorb(checker, audit, correlation_of, tally)
     checker.problems.extend(dup.problems)
-    if jobs:
+    if board is not None:
         report_progress(checker.checked)
     audit.finish()
 
@@ -1134,9 +1174,11 @@ def _verify_part(
     plan: _Plan,
     bound: _Bound,
     progress: Callable[[int], None] | None,
+    claim: Claim | None = None,
 ) -> _Part:
     """The chain pass and the audit of one index range, in one read transaction; then the
-    second opinions (which need the store's own reads)."""
+    second opinions (which need the store's own reads). ``claim``: the range is on a
+    :class:`RangeBoard` and another process may take its end (see :data:`Claim`)."""
     low, high = bound
     checker = _Checker()
     correlation_of: dict[int, str] = {}
@@ -1159,7 +1201,7 @@ def _verify_part(
         if high is not None:  # else the scope is empty
             seed = seed_before(conn, low) if plan.whole and low is not None else (0, None)
             batches = iter_checked(
-                conn, query, checker, whole=plan.whole, batch_size=plan.batch_size, seed=seed
+                conn, query, checker, whole=plan.whole, batch_size=plan.batch_size, seed=seed, claim=claim
             )
             for batch in batches:
                 audit.run_batch(batch)
@@ -1170,22 +1212,52 @@ def _verify_part(
     return checker, audit, correlation_of
 
 
+def _verify_ranges(
+    store: LedgerStore,
+    artifacts: ArtifactStore | None,
+    plan: _Plan,
+    board: RangeBoard,
+    owner: int,
+    progress: Callable[[int], None] | None,
+) -> list[tuple[int | None, _Part]]:
+    """Verify ``owner``'s first range, then ranges taken from the others until none is worth
+    taking: (low, part) for each. ``progress`` gets this process's running count."""
+    parts: list[tuple[int | None, _Part]] = []
+    done_before = 0
+
+    def progress_here(done: int) -> None:
+        if progress is not None:
+            progress(done_before + done)
+
+    taken: Range | None = board.first(owner)
+    while taken is not None:
+        slot, low, high = taken
+        part = _verify_part(store, artifacts, plan, (low, high), progress_here, partial(board.claim, slot))
+        board.finish(slot)
+        parts.append((low, part))
+        done_before += part[0].checked
+        taken = board.steal(owner)
+    return parts
+
+
 def _forked_part(
     store: LedgerStore,
     artifacts: ArtifactStore | None,
     plan: _Plan,
-    bound: _Bound,
-    done_by_part: MutableSequence[int],
-    part: int,
-) -> _Tally:
+    board: RangeBoard,
+    done_by_process: MutableSequence[int],
+    owner: int,
+) -> list[tuple[int | None, _Tally]]:
     # A forked child must not touch the parent's pooled connections: a pool of its own.
     store.engine.dispose(close=False)
 
     def progress(done: int) -> None:
-        if len(done_by_part) > part:
-            done_by_part[part] = done
+        if len(done_by_process) > owner:
+            done_by_process[owner] = done
 
-    return _tally(*_verify_part(store, artifacts, plan, bound, progress))
+    return [
+        (low, _tally(*part)) for low, part in _verify_ranges(store, artifacts, plan, board, owner, progress)
+    ]
 
 
 _COUNTS = (

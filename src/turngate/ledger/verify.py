@@ -76,8 +76,13 @@ def _digester(columns: Sequence[str]) -> RowDigester:
 
 def recompute_digest(row: Mapping[str, Any]) -> str:
     """The digest of a stored row, computed from its columns and payload alone."""
+    return digest_row(row)[0]
+
+
+def digest_row(row: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The digest of a stored row and its parsed payload (raises :class:`UnreadableRow`)."""
     columns = tuple(row.keys())
-    return _digester(columns).digest(tuple(row[name] for name in columns))[0]
+    return _digester(columns).digest(tuple(row[name] for name in columns))
 
 
 class _Checker:
@@ -138,13 +143,28 @@ class _Checker:
             )
 
 
+#: ``claim(last)``: the stream is about to check rows up to index ``last``; returns the highest
+#: index it may check (rows above it are another reader's now, and the stream ends there).
+Claim = Callable[[int], int]
+
+
 def _batches(
-    conn: Connection, query: Select[Any], batch_size: int
+    conn: Connection, query: Select[Any], batch_size: int, claim: Claim | None = None
 ) -> Iterator[tuple[RowDigester, list[Any]]]:
-    """Plain row tuples, ``batch_size`` at a time (streamed: never the whole result in memory)."""
+    """Plain row tuples, ``batch_size`` at a time (streamed: never the whole result in memory),
+    in index order; with ``claim``, each batch is claimed before it is yielded."""
     result = conn.execute(query.execution_options(yield_per=batch_size))
     digester = _digester(tuple(result.keys()))
+    at = digester.columns.index("index")
     for partition in result.partitions(batch_size):
+        if claim is not None:
+            last = int(partition[-1][at])
+            allowed = claim(last)
+            if allowed < last:
+                kept = [values for values in partition if int(values[at]) <= allowed]
+                if kept:
+                    yield digester, kept
+                return
         yield digester, partition
 
 
@@ -216,6 +236,7 @@ def iter_checked(
     whole: bool,
     batch_size: int,
     seed: Seed = (0, None),
+    claim: Claim | None = None,
 ) -> Iterator[list[CheckedRow]]:
     """Run the chain checks over ``query``'s rows (index order) and yield each batch, checked,
     so that a caller can run more checks on the parsed rows without reading them again.
@@ -223,18 +244,24 @@ def iter_checked(
     ``whole``: the query is the whole log (indexes from 0, no gaps, each event linked to the one
     before it in the stream, ``seed`` saying where the stream starts); otherwise a subset (a
     thread, a range) whose events are linked to the recomputed digest of index - 1 wherever
-    that event is.
+    that event is. ``claim``: see :data:`Claim` (a range that other processes may take the end
+    of; the stream stops where its claim is cut).
     """
     if whole:
-        return _verify_all(conn, query, checker, batch_size, seed)
-    return _verify_thread(conn, query, checker, batch_size)
+        return _verify_all(conn, query, checker, batch_size, seed, claim)
+    return _verify_thread(conn, query, checker, batch_size, claim)
 
 
 def _verify_all(
-    conn: Connection, query: Select[Any], checker: _Checker, batch_size: int, seed: Seed
+    conn: Connection,
+    query: Select[Any],
+    checker: _Checker,
+    batch_size: int,
+    seed: Seed,
+    claim: Claim | None,
 ) -> Iterator[list[CheckedRow]]:
     expected_index, previous = seed  # previous: index, recomputed digest, computable
-    for digester, batch in _batches(conn, query, batch_size):
+    for digester, batch in _batches(conn, query, batch_size, claim):
         checked = [checker.check(digester, values) for values in batch]
         for item in checked:
             row = item.row
@@ -270,10 +297,10 @@ def _verify_all(
 
 
 def _verify_thread(
-    conn: Connection, query: Select[Any], checker: _Checker, batch_size: int
+    conn: Connection, query: Select[Any], checker: _Checker, batch_size: int, claim: Claim | None
 ) -> Iterator[list[CheckedRow]]:
     last: tuple[int, str | None] | None = None  # last thread event seen: index, recomputed
-    for digester, batch in _batches(conn, query, batch_size):
+    for digester, batch in _batches(conn, query, batch_size, claim):
         checked = [checker.check(digester, values) for values in batch]
         known: dict[int, str | None] = {}
         if last is not None:
