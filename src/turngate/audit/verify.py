@@ -245,17 +245,14 @@ def check_artifact(store: ArtifactStore, pointer: ArtifactPointer) -> tuple[str,
     return ("mismatch" if problems else "ok"), "; ".join(problems), retention
 
 
-def may_hold_pointers(text: Any) -> bool:
-    """False only when stored JSON text cannot contain an artifact pointer: without ``\\u``
-    escapes every key is spelled literally, so a pointer needs the literal ``"artifact_id"``."""
-    if not isinstance(text, str):
-        return True
-    return '"artifact_id"' in text or "\\u" in text
-
-
 def parse_pointer(raw: Mapping[str, Any]) -> ArtifactPointer:
     """The pointer's known fields, validated (raises ``ValidationError``)."""
-    return ArtifactPointer.model_validate({k: raw[k] for k in ArtifactPointer.model_fields if k in raw})
+    if raw.keys() <= _POINTER_FIELDS:  # the usual case: nothing to leave out
+        return ArtifactPointer.model_validate(raw)
+    return ArtifactPointer.model_validate({k: raw[k] for k in _POINTER_FIELDS if k in raw})
+
+
+_POINTER_FIELDS = frozenset(ArtifactPointer.model_fields)
 
 
 _DECISION_PROBLEM_KINDS: tuple[tuple[str, AuditKind], ...] = (
@@ -622,8 +619,9 @@ class _Audit:
                 self._decision(row, payload, found)
             elif kind == EventKind.EXECUTION:
                 self._execution(row, payload, found)
-            if may_hold_pointers(row["payload"]):
-                for raw in iter_pointers(payload, pointer_key_bound(row["payload"])):
+            bound = pointer_key_bound(row["payload"])
+            if bound != 0:  # 0: the text names no artifact_id key, so it holds no pointer
+                for raw in iter_pointers(payload, bound):
                     self._pointer(row, raw)
 
     def _prefetch(self, rows: Sequence[tuple[dict[str, Any], dict[str, Any] | None]]) -> _Prefetched:

@@ -294,10 +294,12 @@ def build_context_spec(
     cfg: ContextConfig,
     prompt: Mapping[str, Any] | None = None,
     declared: Sequence[DeclaredRef] | None = None,
+    view: IntentView | None = None,
 ) -> dict[str, Any]:
     """The context spec: seed 000's digest scope, plus (when prompt packs are in use) the pinned
     prompt snapshot and profile digests, so replay can prove which prompts were used.
-    ``declared``: see :func:`canonical_declared_refs`."""
+    ``declared``: see :func:`canonical_declared_refs`; ``view``: the intent's
+    :class:`IntentView` if the caller has it already."""
     normalization: dict[str, Any] = {
         "applied_rules": list(resolution.applied_rules),
         "config_digest": context_config_digest(cfg),
@@ -312,7 +314,7 @@ def build_context_spec(
         },
         "intent": {
             "intent_type": intent.intent_type,
-            "user_input": IntentView.from_intent(intent).message,
+            "user_input": (view or IntentView.from_intent(intent)).message,
         },
         "declared_refs": canonical_declared_refs(intent, declared),
         "retrieval": {
@@ -367,7 +369,7 @@ def build_context(
     and for replay/verify. Raises ``RefResolutionError`` or ``InvalidIntentError``."""
     resolution, declared = resolve_declared_refs(intent, candidates, cfg.context)
     policy_input = build_policy_input(intent, resolution.governance_events)
-    spec = build_context_spec(intent, resolution, cfg, prompt, declared)
+    spec = build_context_spec(intent, resolution, cfg, prompt, declared, policy_input.intent)
     assembled = build_assembled_context(policy_input, resolution)
     # model_construct: every field was just built here with its declared type (validating them
     # again only copies the dicts); the values, and so the digests, are the same.

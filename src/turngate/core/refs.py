@@ -138,6 +138,8 @@ def ref_lookup_ids(declared_refs: Sequence[DeclaredRef | Mapping[str, Any]]) -> 
 
 
 def _is_external(ref: object) -> bool:
+    if type(ref) is dict:  # a stored ref, as parsed (the common case: no class checks)
+        return ref.get("ref_type") in EXTERNAL_REF_TYPES
     if isinstance(ref, CaseQueryRef | HandleRef):
         return True
     return isinstance(ref, Mapping) and ref.get("ref_type") in EXTERNAL_REF_TYPES
