@@ -318,15 +318,16 @@ def _parse_time(value: Any) -> datetime | None:
 # --------------------------------------------------------------------------- bulk lookups
 
 _BY_CORRELATION = select(events).where(events.c.correlation_id.in_(bindparam("ids", expanding=True)))
-_NORMATIVE_BY_DIGEST = select(index_column, events.c.kind, events.c.digest, events.c.thread_id).where(
-    events.c.digest.in_(bindparam("ids", expanding=True))
-)
 _BY_INDEX = select(events).where(index_column.in_(bindparam("ids", expanding=True)))
-_KEY_COLUMNS = (index_column, events.c.correlation_id, events.c.digest, events.c.turn_id, events.c.thread_id)
-_KEYS_BY_CORRELATION = select(*_KEY_COLUMNS).where(
+# Key lookups name only the looked-up column and the index: their index covers them (SQLite
+# keeps the rowid, here "index", in every index), so no row of the table is read; rows are
+# then taken from the stream's recent rows, or read by index.
+_KEYS_BY_CORRELATION = select(index_column, events.c.correlation_id).where(
     events.c.correlation_id.in_(bindparam("ids", expanding=True))
 )
-_KEYS_BY_DIGEST = select(*_KEY_COLUMNS).where(events.c.digest.in_(bindparam("ids", expanding=True)))
+_KEYS_BY_DIGEST = select(index_column, events.c.digest).where(
+    events.c.digest.in_(bindparam("ids", expanding=True))
+)
 _TURN_ELSEWHERE = (
     select(events)
     .where(
@@ -370,7 +371,7 @@ def _pairs_statement(count: int) -> TextClause:
     # VALUES columns are column1, column2 on both SQLite and PostgreSQL.
     wanted = ", ".join(f"(:t{i}, :r{i})" for i in range(count))
     return text(
-        'SELECT e."index", e.correlation_id, e.digest, e.turn_id, e.thread_id FROM events AS e '
+        'SELECT e."index", e.turn_id, e.thread_id FROM events AS e '
         f"JOIN (VALUES {wanted}) AS wanted ON e.thread_id = wanted.column1 AND e.turn_id = wanted.column2"
     )
 
@@ -668,18 +669,20 @@ class _Audit:
                 found.intents.setdefault(event.correlation_id, event)
             elif event.kind == EventKind.DECISION and event.correlation_id in missing_decisions:
                 found.decisions.setdefault(event.correlation_id, _decision_summary(event))
-        # The digest column is trusted only where the chain pass recomputed it: the key
-        # columns suffice for rows in scope, others are read whole and digested again.
-        outside: list[Mapping[str, Any]] = []
-        for row in _rows(conn, _NORMATIVE_BY_DIGEST, sorted(wanted_digests)):
-            if self.in_scope(row):
-                found.normative.setdefault(row["digest"], row)
+        # Which rows carry those digests; each row from the stream's recent rows if it is
+        # there, else read. The digest column is trusted only where the chain pass recomputed
+        # it (rows in scope); others are digested again.
+        unread: set[int] = set()
+        for key in _rows(conn, _KEYS_BY_DIGEST, sorted(wanted_digests)):
+            index = int(key["index"])
+            streamed = cache.rows.get(index)
+            if streamed is None:
+                unread.add(index)
             else:
-                outside.append(row)
-        if outside:
-            for row in _rows(conn, _BY_INDEX, sorted({int(row["index"]) for row in outside})):
-                if recompute_digest(row) == row["digest"]:
-                    found.normative.setdefault(row["digest"], row)
+                found.normative.setdefault(key["digest"], streamed[0])
+        for row in _rows(conn, _BY_INDEX, sorted(unread)):
+            if self.in_scope(row) or recompute_digest(row) == row["digest"]:
+                found.normative.setdefault(row["digest"], row)
         intents = [intent for intent in found.intents.values() if intent is not None]
         found.candidates = read_candidates(conn, intents, cache)
         missing = missing_intents - set(found.intents)
