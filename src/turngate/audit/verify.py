@@ -749,6 +749,13 @@ class _Audit:
                     self.fail(decision_problem_kind(problem), index, cid, problem)
         self.doubtful.clear()
 
+    def forget(self) -> None:
+        """Drop the caches once the range is done (its findings and counts stay): a process
+        that goes on to another range holds one range's caches at a time."""
+        for cache in (self.pending_intents, self.decisions, self.checked_pointers, self.digests):
+            cache.clear()
+        self.events = _EventCache(digests=self.digests)
+
     def _fetch(self, intent: Event) -> list[Event]:
         self.store_fetches += 1
         return fetch_candidates(self.store, intent)
@@ -1210,6 +1217,7 @@ def _verify_part(
                 if progress is not None:
                     progress(checker.checked)
     audit.second_opinions()
+    audit.forget()
     return checker, audit, correlation_of
 
 
