@@ -409,7 +409,7 @@ class _EventCache:
         return event
 
     def _read_payload(self, row: Mapping[str, Any], index: int) -> Any:
-        if self.digests is not None:
+        if self.digests is not None and index not in self.digests:
             try:
                 again, payload = digest_row(row)
             except UnreadableRow:
@@ -680,7 +680,18 @@ class _Audit:
                 unread.add(index)
             else:
                 found.normative.setdefault(key["digest"], streamed[0])
-        for row in _rows(conn, _BY_INDEX, sorted(unread)):
+        # Read as events (cached: the same INTENT is usually a candidate too, see below).
+        built = cache.by_indexes(conn, sorted(unread))
+        invalid: list[int] = []
+        for index in sorted(unread):
+            event = built.get(index)
+            if event is None:
+                invalid.append(index)
+                continue
+            key = {"index": index, "kind": event.kind, "thread_id": event.thread_id, "digest": event.digest}
+            if self.in_scope(key) or self.digests.get(index) == event.digest:
+                found.normative.setdefault(event.digest, key)
+        for row in _rows(conn, _BY_INDEX, invalid):  # rows that are no valid event: as stored
             if self.in_scope(row) or recompute_digest(row) == row["digest"]:
                 found.normative.setdefault(row["digest"], row)
         intents = [intent for intent in found.intents.values() if intent is not None]
