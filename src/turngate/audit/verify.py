@@ -292,9 +292,14 @@ def fetch_candidates(store: LedgerStore, intent: Event) -> list[Event]:
 
 
 def event_from(row: Mapping[str, Any], payload: dict[str, Any]) -> Event:
-    values = {name: row[name] for name in EVENT_COLUMNS}
+    values = {name: row[name] for name in _ROW_FIELDS}
     values["payload"] = payload
     return Event.model_validate(values)
+
+
+# The event's columns but its payload text: a parsed payload comes with the row (and rows kept
+# in memory drop their text, see _Audit.run_batch).
+_ROW_FIELDS = tuple(name for name in EVENT_COLUMNS if name != "payload")
 
 
 def config_map(current: ContextConfig, known: Sequence[ContextConfig] = ()) -> dict[str, ContextConfig]:
@@ -406,6 +411,7 @@ class _EventCache:
         except (TypeError, ValueError):  # ValidationError is a ValueError
             event = None
         _bounded_put(self.by_index, index, event, self.limit)
+        self.rows.pop(index, None)  # the event stands for its row from now on
         return event
 
     def _read_payload(self, row: Mapping[str, Any], index: int) -> Any:
@@ -624,6 +630,9 @@ class _Audit:
             if bound != 0:  # 0: the text names no artifact_id key, so it holds no pointer
                 for raw in iter_pointers(payload, bound):
                     self._pointer(row, raw)
+        for row, _payload in rows:
+            # The caches keep rows with their parsed payloads: the text is not needed again.
+            row.pop("payload", None)
 
     def _prefetch(self, rows: Sequence[tuple[dict[str, Any], dict[str, Any] | None]]) -> _Prefetched:
         """A few queries per batch, in the chain pass's snapshot, for everything the batch's
