@@ -13,6 +13,7 @@ fresh child process, so the peak RSS of one size is not inherited by the next.
     .venv/bin/python bench/verify.py --turns 10000        # one size
     .venv/bin/python bench/verify.py --turns 2000 --keep /tmp/ledger   # keep the files
     .venv/bin/python bench/verify.py --turns 3000 --workers 1          # one process
+    .venv/bin/python bench/verify.py --turns 50000 --cache-events 16384  # more memory, fewer reads
 """
 
 from __future__ import annotations
@@ -267,7 +268,9 @@ def build_step(turns: int, workdir: Path, *, artifacts: bool) -> dict[str, Any]:
     }
 
 
-def verify_step(workdir: Path, *, batch_size: int, workers: int | None = None) -> dict[str, Any]:
+def verify_step(
+    workdir: Path, *, batch_size: int, workers: int | None = None, cache_events: int | None = None
+) -> dict[str, Any]:
     """Child process 2: verify the ledger in ``workdir`` as `turngate verify` does (a fresh
     process, so its peak RSS is verify's alone)."""
     from turngate.audit import verify_all
@@ -282,6 +285,7 @@ def verify_step(workdir: Path, *, batch_size: int, workers: int | None = None) -
             context_config=load_context_config(None, {}),
             batch_size=batch_size,
             workers=workers,
+            **({} if cache_events is None else {"cache_events": cache_events}),
         )
     finally:
         store.close()
@@ -304,7 +308,9 @@ def _child(args: argparse.Namespace) -> int:
     if args.step == "build":
         result = build_step(args.turns[0], workdir, artifacts=not args.no_artifacts)
     else:
-        result = verify_step(workdir, batch_size=args.batch_size, workers=args.workers)
+        result = verify_step(
+            workdir, batch_size=args.batch_size, workers=args.workers, cache_events=args.cache_events
+        )
     print(json.dumps(result))
     return 0
 
@@ -334,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="verify in this many processes (default: verify_all decides, one per core)",
     )
+    parser.add_argument(
+        "--cache-events",
+        type=int,
+        help="recent events each verifying process keeps parsed (default: verify_all's, 4,096)",
+    )
     parser.add_argument("--no-artifacts", action="store_true", help="no manifest artifacts in the payloads")
     parser.add_argument("--keep", help="build under this directory (one subdirectory per size) and keep it")
     parser.add_argument("--json", action="store_true", help="print one JSON line per size")
@@ -351,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
             build = ["--step", "build", "--dir", str(workdir), "--turns", str(turns)]
             result = _run_child(*build, *(["--no-artifacts"] if args.no_artifacts else []))
             verify = ["--step", "verify", "--dir", str(workdir), "--batch-size", str(args.batch_size)]
-            result |= _run_child(*verify, *(["--workers", str(args.workers)] if args.workers else []))
+            verify += ["--workers", str(args.workers)] if args.workers else []
+            verify += ["--cache-events", str(args.cache_events)] if args.cache_events else []
+            result |= _run_child(*verify)
         finally:
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)

@@ -307,6 +307,8 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         err=sys.stderr,
         snapshot_grace=args.snapshot_grace,
         ledger_url=args.ledger_url,
+        workers=args.workers,
+        cache_events=args.cache_events,
     )
 
 
@@ -349,6 +351,17 @@ async def cmd_gc(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- parser
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -420,6 +433,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="missing snapshot artifacts older than this (the gc window, e.g. 7d) are expected",
     )
     verify.add_argument("--ledger-url", help="default: the configured ledger")
+    verify.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="processes to verify in (default: one per core for ledgers of 4,000 events or more)",
+    )
+    verify.add_argument(
+        "--cache-events",
+        type=positive_int,
+        metavar="N",
+        help=(
+            "recent events each process keeps parsed (default 4,096, about 8 KB each): raise it "
+            "when turns name events further back than that (many threads at once); see "
+            "docs/BENCHMARKS.md"
+        ),
+    )
     verify.set_defaults(run=cmd_verify)
 
     replay = sub.add_parser(

@@ -86,3 +86,37 @@ def test_progress_lines_go_to_stderr() -> None:
     quiet = io.StringIO()
     ProgressPrinter(quiet)(1, 2)  # short runs print nothing
     assert quiet.getvalue() == ""
+
+
+def test_workers_and_cache_events_reach_verify(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    import turngate.audit.verify as audit_verify
+
+    seen: dict[str, object] = {}
+    real = audit_verify.verify_all
+
+    def spy(*args: object, **kw: object) -> object:
+        seen.update(workers=kw.get("workers"), cache_events=kw.get("cache_events"))
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("turngate.audit.report.verify_all", spy)
+    code, out, _ = run(ledger, workers=1, cache_events=3)
+    assert code == 0 and out.startswith("verify OK")
+    assert seen == {"workers": 1, "cache_events": 3}
+
+
+def test_the_cli_flags_are_checked_and_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    from turngate.audit.verify import RECENT_EVENTS
+    from turngate.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["verify", "--workers", "2", "--cache-events", "9000"])
+    assert (args.workers, args.cache_events) == (2, 9000)
+    assert parser.parse_args(["verify"]).cache_events is None  # verify_all's default
+    for bad in (["--workers", "0"], ["--cache-events", "many"]):
+        with pytest.raises(SystemExit) as exit_info:
+            parser.parse_args(["verify", *bad])
+        assert exit_info.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["verify", "--help"])
+    assert f"default {RECENT_EVENTS:,}" in " ".join(capsys.readouterr().out.split())

@@ -171,3 +171,27 @@ def test_ranges_taken_from_a_slow_process_report_the_same(
     assert one.ok is (tamper is None)
     total = 2 * many.checked_events
     assert seen[-1] == (total, total) and all(done <= total for done, _ in seen)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        None,
+        "UPDATE events SET payload = replace(payload, 'previous', 'next') WHERE \"index\" % 11 = 0",
+        'DELETE FROM events WHERE "index" IN (40, 41)',
+        "UPDATE events SET kind = 'BOGUS' WHERE \"index\" = 60",
+    ],
+)
+def test_a_small_cache_reports_the_same(tmp_path: Path, pristine: Ledger, tamper: str | None) -> None:
+    """Events that fell out of the cache are read from the ledger again: the same findings."""
+    ledger = _tampered(tmp_path, pristine)
+    if tamper:
+        ledger.execute(tamper)
+    kw: dict[str, Any] = {"artifacts": ledger.artifacts(), "context_config": config(), "workers": 1}
+    roomy = verify_all(ledger.store, **kw)
+    assert roomy.ok is (tamper is None)
+    for cache_events in (0, 1, 7):
+        small = verify_all(ledger.store, cache_events=cache_events, batch_size=5, **kw)
+        assert _same(small) == _same(roomy), cache_events
+    with pytest.raises(ValueError, match="cache_events"):
+        verify_all(ledger.store, cache_events=-1, **kw)

@@ -105,6 +105,8 @@ def verify_command(
     snapshot_grace: timedelta | None = None,
     ledger_url: str | None = None,
     check_artifacts: bool = True,
+    workers: int | None = None,
+    cache_events: int | None = None,
 ) -> int:
     """`turngate verify [--thread T] [--since N] [--until N] [--json]`: 0 ok, 1 failures, 2 error."""
     from turngate.artifacts import ArtifactConfigError, open_artifact_store
@@ -132,6 +134,8 @@ def verify_command(
             until_index=until,
             progress=ProgressPrinter(err),
             snapshot_grace=snapshot_grace,
+            workers=workers,
+            **({} if cache_events is None else {"cache_events": cache_events}),
         )
     except LedgerError as exc:
         err.write(f"verify: the ledger could not be read: {exc}\n")

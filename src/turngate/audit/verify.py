@@ -395,6 +395,7 @@ class _EventCache:
         # index -> digest recomputed from the stored row: rows read here (not streamed) add
         # theirs, so that the DECISION check need not digest them again from the model.
         self.digests = digests
+        self.digest_limit = max(RECENT_DIGESTS, self.limit)
 
     def remember(self, row: Mapping[str, Any], payload: dict[str, Any] | None) -> None:
         """A row the chain pass just streamed (``payload`` None: not a JSON object)."""
@@ -421,7 +422,7 @@ class _EventCache:
             except UnreadableRow:
                 pass  # parsed as below; the chain pass or the DECISION check reports it
             else:
-                _bounded_put(self.digests, index, again, RECENT_DIGESTS)
+                _bounded_put(self.digests, index, again, self.digest_limit)
                 return payload
         return json.loads(row["payload"])
 
@@ -571,6 +572,7 @@ class _Audit:
     current_digest: str
     snapshot_grace: timedelta | None
     in_scope: Callable[[Mapping[str, Any]], bool]
+    cache_events: int = RECENT_EVENTS
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     failures: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
@@ -601,7 +603,7 @@ class _Audit:
     )
 
     def __post_init__(self) -> None:
-        self.events = _EventCache(digests=self.digests)
+        self.events = _EventCache(self.cache_events, digests=self.digests)
 
     def fail(self, kind: AuditKind, index: int | None, correlation_id: str | None, detail: str) -> None:
         self.failures.append(Finding(kind=kind, index=index, correlation_id=correlation_id, detail=detail))
@@ -612,7 +614,7 @@ class _Audit:
         rows = [(item.row, item.payload) for item in batch]
         for item in batch:
             if item.digest is not None:
-                _bounded_put(self.digests, int(item.row["index"]), item.digest, RECENT_DIGESTS)
+                _bounded_put(self.digests, int(item.row["index"]), item.digest, self.events.digest_limit)
         for row, payload in rows:
             self.events.remember(row, payload)
             if payload is not None and row["kind"] == EventKind.INTENT:
@@ -774,7 +776,7 @@ class _Audit:
         that goes on to another range holds one range's caches at a time."""
         for cache in (self.pending_intents, self.decisions, self.checked_pointers, self.digests):
             cache.clear()
-        self.events = _EventCache(digests=self.digests)
+        self.events = _EventCache(self.cache_events, digests=self.digests)
 
     def _fetch(self, intent: Event) -> list[Event]:
         self.store_fetches += 1
@@ -997,6 +999,7 @@ def verify_all(
     known_configs: Sequence[ContextConfig] = (),
     batch_size: int = DEFAULT_BATCH_SIZE,
     workers: int | None = None,
+    cache_events: int = RECENT_EVENTS,
 ) -> AuditReport:
     """Verify the ledger (or ``thread_id``'s events, or the indexes ``since_index..until_index``).
 
@@ -1010,10 +1013,13 @@ def verify_all(
     checks run: one pass does both, batch by batch). ``workers``: processes to verify index
     ranges in (default: one per core for a scope of at least :data:`PARALLEL_MIN_EVENTS` events
     when forking is safe, see :mod:`turngate.audit.verify_parallel`); the report is the same
-    either way.
+    either way. ``cache_events``: recent events each process keeps parsed (memory for speed:
+    a DECISION whose refs name events further back reads them from the ledger again).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    if cache_events < 0:
+        raise ValueError("cache_events must not be negative")
     started = time.perf_counter()
     conditions = _conditions(thread_id, since_index, until_index)
     dup = _Checker()
@@ -1038,6 +1044,7 @@ def verify_all(
         configs=configs,
         snapshot_grace=snapshot_grace,
         note_indexes=frozenset(problem.index for problem in dup.problems),
+        cache_events=cache_events,
     )
 
     # Index ranges, handed out and rebalanced between the processes (see RangeBoard).
@@ -1136,6 +1143,7 @@ class _Plan:
     configs: dict[str, ContextConfig]
     snapshot_grace: timedelta | None
     note_indexes: frozenset[int]  # rows whose correlation_id a finding needs (besides chain problems)
+    cache_events: int = RECENT_EVENTS
 
     def in_scope(self, row: Mapping[str, Any]) -> bool:
         index = int(row["index"])
@@ -1225,6 +1233,7 @@ def _verify_part(
             current_digest=next(iter(plan.configs)),
             snapshot_grace=plan.snapshot_grace,
             in_scope=plan.in_scope,
+            cache_events=plan.cache_events,
         )
         if high is not None:  # else the scope is empty
             seed = seed_before(conn, low) if plan.whole and low is not None else (0, None)
