@@ -14,6 +14,7 @@ fresh child process, so the peak RSS of one size is not inherited by the next.
     .venv/bin/python bench/verify.py --turns 2000 --keep /tmp/ledger   # keep the files
     .venv/bin/python bench/verify.py --turns 3000 --workers 1          # one process
     .venv/bin/python bench/verify.py --turns 50000 --cache-events 16384  # more memory, fewer reads
+    .venv/bin/python bench/verify.py --turns 50000 --threads 1000      # 1,000 threads at a time
 """
 
 from __future__ import annotations
@@ -250,12 +251,14 @@ def _ledger_url(workdir: Path) -> str:
     return f"sqlite:///{(workdir / 'ledger.sqlite3').as_posix()}"
 
 
-def build_step(turns: int, workdir: Path, *, artifacts: bool) -> dict[str, Any]:
+def build_step(turns: int, workdir: Path, *, artifacts: bool, threads: int | None = None) -> dict[str, Any]:
     """Child process 1: build the ledger (and its artifacts) in ``workdir``."""
     workdir.mkdir(parents=True, exist_ok=True)
     store = LedgerStore(_ledger_url(workdir))
     try:
-        built = build_ledger(store, turns, artifacts_root=workdir / "artifacts" if artifacts else None)
+        built = build_ledger(
+            store, turns, artifacts_root=workdir / "artifacts" if artifacts else None, threads=threads
+        )
     finally:
         store.close()
     return {
@@ -306,7 +309,7 @@ def verify_step(
 def _child(args: argparse.Namespace) -> int:
     workdir = Path(args.dir)
     if args.step == "build":
-        result = build_step(args.turns[0], workdir, artifacts=not args.no_artifacts)
+        result = build_step(args.turns[0], workdir, artifacts=not args.no_artifacts, threads=args.threads)
     else:
         result = verify_step(
             workdir, batch_size=args.batch_size, workers=args.workers, cache_events=args.cache_events
@@ -345,6 +348,14 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="recent events each verifying process keeps parsed (default: verify_all's, 4,096)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help=(
+            "threads the turns are spread over, round robin (default: turns / 10, so a turn's refs "
+            "reach back about 3 x threads events: more concurrent threads in a larger ledger)"
+        ),
+    )
     parser.add_argument("--no-artifacts", action="store_true", help="no manifest artifacts in the payloads")
     parser.add_argument("--keep", help="build under this directory (one subdirectory per size) and keep it")
     parser.add_argument("--json", action="store_true", help="print one JSON line per size")
@@ -360,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = root / f"{turns}-turns" if args.keep else root
         try:
             build = ["--step", "build", "--dir", str(workdir), "--turns", str(turns)]
+            build += ["--threads", str(args.threads)] if args.threads else []
             result = _run_child(*build, *(["--no-artifacts"] if args.no_artifacts else []))
             verify = ["--step", "verify", "--dir", str(workdir), "--batch-size", str(args.batch_size)]
             verify += ["--workers", str(args.workers)] if args.workers else []
