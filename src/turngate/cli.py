@@ -444,9 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_int,
         metavar="N",
         help=(
-            "recent events each process keeps parsed (default 4,096, about 8 KB each): raise it "
-            "when turns name events further back than that (many threads at once); see "
-            "docs/BENCHMARKS.md"
+            "at most this many recent events each process keeps parsed (default 16,384; 8-13 KB "
+            "each). The cache starts at 4,096 and grows only while turns name events further "
+            "back (many threads at once): lower it to cap memory. See docs/AUDIT.md"
         ),
     )
     verify.set_defaults(run=cmd_verify)

@@ -105,7 +105,7 @@ def test_workers_and_cache_events_reach_verify(ledger: Ledger, monkeypatch: pyte
 
 
 def test_the_cli_flags_are_checked_and_documented(capsys: pytest.CaptureFixture[str]) -> None:
-    from turngate.audit.verify import RECENT_EVENTS
+    from turngate.audit.verify import MAX_CACHE_EVENTS, RECENT_EVENTS
     from turngate.cli import build_parser
 
     parser = build_parser()
@@ -119,4 +119,5 @@ def test_the_cli_flags_are_checked_and_documented(capsys: pytest.CaptureFixture[
     assert "must be at least 1" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parser.parse_args(["verify", "--help"])
-    assert f"default {RECENT_EVENTS:,}" in " ".join(capsys.readouterr().out.split())
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"default {MAX_CACHE_EVENTS:,}" in help_text and f"starts at {RECENT_EVENTS:,}" in help_text

@@ -195,3 +195,42 @@ def test_a_small_cache_reports_the_same(tmp_path: Path, pristine: Ledger, tamper
         assert _same(small) == _same(roomy), cache_events
     with pytest.raises(ValueError, match="cache_events"):
         verify_all(ledger.store, cache_events=-1, **kw)
+
+
+def test_the_cache_grows_while_refs_reach_past_it() -> None:
+    cache = audit_verify._EventCache(4, grow_to=16)
+    cache._grow_for(6)
+    assert cache.limit == 4  # not full yet: rows before the range start, not a cache too small
+    cache.rows.update((index, ({}, None)) for index in range(4))
+    cache._grow_for(20)
+    assert cache.limit == 4  # no size up to 16 would have held that row
+    cache._grow_for(6)
+    assert cache.limit == 8
+    cache._grow_for(12)
+    assert cache.limit == 8  # not full at its new size yet
+    cache.rows.update((index, ({}, None)) for index in range(4, 8))
+    cache._grow_for(12)
+    assert cache.limit == 16 and cache.digest_limit >= 16
+
+
+def test_a_growing_cache_reports_the_same(
+    tmp_path: Path, pristine: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = _tampered(tmp_path, pristine)
+    ledger.execute("UPDATE events SET payload = replace(payload, 'previous', 'next') WHERE \"index\" = 90")
+    kw: dict[str, Any] = {"artifacts": ledger.artifacts(), "context_config": config(), "workers": 1}
+    roomy = verify_all(ledger.store, **kw)
+    grown: list[int] = []
+    grow = audit_verify._EventCache._grow_for
+
+    def recorded(self: Any, reach: int) -> None:
+        before = self.limit
+        grow(self, reach)
+        if self.limit != before:
+            grown.append(self.limit)
+
+    monkeypatch.setattr(audit_verify, "RECENT_EVENTS", 4)
+    monkeypatch.setattr(audit_verify._EventCache, "_grow_for", recorded)
+    small = verify_all(ledger.store, cache_events=64, batch_size=5, **kw)
+    assert grown and max(grown) <= 64
+    assert _same(small) == _same(roomy) and not small.ok

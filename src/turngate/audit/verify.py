@@ -94,9 +94,12 @@ PENDING_INTENTS = 10_000
 #: Recently checked artifact pointers (an artifact referenced twice is hashed once).
 CHECKED_ARTIFACTS = 10_000
 #: Recently streamed events (parsed) and digests (index -> recomputed), reused as DECISION inputs.
-#: 4,096 events: a ref up to ~1,300 turns back is not read again (~25 MB more than 2,048; 8,192
-#: was no faster with 2 processes and cost 60 MB more: docs/BENCHMARKS.md).
+#: The cache starts at RECENT_EVENTS events (~8-13 KB each) and grows, up to ``cache_events``
+#: (``turngate verify --cache-events``, default MAX_CACHE_EVENTS), when turns name events that
+#: it has just let go: their refs reach further back than it holds, because many threads turn at
+#: once (a thread's previous turn is ~3 x the active threads events back). docs/AUDIT.md.
 RECENT_EVENTS = 4096
+MAX_CACHE_EVENTS = 16_384
 RECENT_DIGESTS = 20_000
 
 
@@ -388,10 +391,18 @@ class _EventCache:
     the next turn names it, and a recent candidate is built without reading it again. Valid
     within one read snapshot."""
 
-    def __init__(self, limit: int | None = None, digests: OrderedDict[int, str] | None = None) -> None:
+    def __init__(
+        self,
+        limit: int | None = None,
+        digests: OrderedDict[int, str] | None = None,
+        grow_to: int | None = None,
+    ) -> None:
         self.by_index: OrderedDict[int, Event | None] = OrderedDict()
         self.rows: OrderedDict[int, tuple[Mapping[str, Any], dict[str, Any] | None]] = OrderedDict()
         self.limit = RECENT_EVENTS if limit is None else limit
+        # The limit doubles, up to grow_to, while rows it has let go are needed again.
+        self.grow_to = max(self.limit, grow_to or 0)
+        self.newest = -1  # the index of the newest row streamed
         # index -> digest recomputed from the stored row: rows read here (not streamed) add
         # theirs, so that the DECISION check need not digest them again from the model.
         self.digests = digests
@@ -399,7 +410,9 @@ class _EventCache:
 
     def remember(self, row: Mapping[str, Any], payload: dict[str, Any] | None) -> None:
         """A row the chain pass just streamed (``payload`` None: not a JSON object)."""
-        _bounded_put(self.rows, int(row["index"]), (row, payload), self.limit)
+        index = int(row["index"])
+        self.newest = max(self.newest, index)
+        _bounded_put(self.rows, index, (row, payload), self.limit)
 
     def get(self, row: Mapping[str, Any], payload: dict[str, Any] | None = None) -> Event | None:
         index = int(row["index"])
@@ -426,6 +439,16 @@ class _EventCache:
                 return payload
         return json.loads(row["payload"])
 
+    def _grow_for(self, reach: int) -> None:
+        """Rows ``reach`` events back had to be read again: hold that many (doubling, up to
+        ``grow_to``) if the cache is full, so that the next turns find theirs. A reach beyond
+        ``grow_to`` grows nothing: no size in reach would help."""
+        full = len(self.rows) >= self.limit or len(self.by_index) >= self.limit
+        if full and self.limit < reach <= self.grow_to:
+            while self.limit < reach:
+                self.limit = min(2 * self.limit, self.grow_to)
+            self.digest_limit = max(self.digest_limit, self.limit)
+
     def by_indexes(self, conn: Connection, indexes: Sequence[int]) -> dict[int, Event | None]:
         """index -> event (None: not a valid event) for rows that exist; reads only the rows it
         has neither built nor seen streamed."""
@@ -439,6 +462,8 @@ class _EventCache:
                 found[index] = self.get(row, payload) if payload is not None else None
             else:
                 unread.append(index)
+        if unread:
+            self._grow_for(self.newest - min(unread))
         for row in _rows(conn, _BY_INDEX, unread):
             found[int(row["index"])] = self.get(row)
         return found
@@ -572,7 +597,7 @@ class _Audit:
     current_digest: str
     snapshot_grace: timedelta | None
     in_scope: Callable[[Mapping[str, Any]], bool]
-    cache_events: int = RECENT_EVENTS
+    cache_events: int = MAX_CACHE_EVENTS
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     failures: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
@@ -603,7 +628,12 @@ class _Audit:
     )
 
     def __post_init__(self) -> None:
-        self.events = _EventCache(self.cache_events, digests=self.digests)
+        self.events = self._new_cache()
+
+    def _new_cache(self) -> _EventCache:
+        return _EventCache(
+            min(RECENT_EVENTS, self.cache_events), digests=self.digests, grow_to=self.cache_events
+        )
 
     def fail(self, kind: AuditKind, index: int | None, correlation_id: str | None, detail: str) -> None:
         self.failures.append(Finding(kind=kind, index=index, correlation_id=correlation_id, detail=detail))
@@ -776,7 +806,7 @@ class _Audit:
         that goes on to another range holds one range's caches at a time."""
         for cache in (self.pending_intents, self.decisions, self.checked_pointers, self.digests):
             cache.clear()
-        self.events = _EventCache(self.cache_events, digests=self.digests)
+        self.events = self._new_cache()
 
     def _fetch(self, intent: Event) -> list[Event]:
         self.store_fetches += 1
@@ -999,7 +1029,7 @@ def verify_all(
     known_configs: Sequence[ContextConfig] = (),
     batch_size: int = DEFAULT_BATCH_SIZE,
     workers: int | None = None,
-    cache_events: int = RECENT_EVENTS,
+    cache_events: int = MAX_CACHE_EVENTS,
 ) -> AuditReport:
     """Verify the ledger (or ``thread_id``'s events, or the indexes ``since_index..until_index``).
 
@@ -1013,8 +1043,9 @@ def verify_all(
     checks run: one pass does both, batch by batch). ``workers``: processes to verify index
     ranges in (default: one per core for a scope of at least :data:`PARALLEL_MIN_EVENTS` events
     when forking is safe, see :mod:`turngate.audit.verify_parallel`); the report is the same
-    either way. ``cache_events``: recent events each process keeps parsed (memory for speed:
-    a DECISION whose refs name events further back reads them from the ledger again).
+    either way. ``cache_events``: at most this many recent events each process keeps parsed
+    (memory for speed: the cache starts at :data:`RECENT_EVENTS` and grows only while turns
+    name events it has let go; a DECISION whose refs reach further back reads them again).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -1143,7 +1174,7 @@ class _Plan:
     configs: dict[str, ContextConfig]
     snapshot_grace: timedelta | None
     note_indexes: frozenset[int]  # rows whose correlation_id a finding needs (besides chain problems)
-    cache_events: int = RECENT_EVENTS
+    cache_events: int = MAX_CACHE_EVENTS
 
     def in_scope(self, row: Mapping[str, Any]) -> bool:
         index = int(row["index"])
