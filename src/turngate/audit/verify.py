@@ -658,7 +658,10 @@ class _Audit:
                 self._decision(row, payload, found)
             elif kind == EventKind.EXECUTION:
                 self._execution(row, payload, found)
-            bound = pointer_key_bound(row["payload"])
+        # The batch's artifacts one after another (file reads back to back run faster than
+        # interleaved with the DECISION work; findings are sorted by index in the end).
+        for row, payload in rows:
+            bound = pointer_key_bound(row["payload"]) if payload is not None else 0
             if bound != 0:  # 0: the text names no artifact_id key, so it holds no pointer
                 for raw in iter_pointers(payload, bound):
                     self._pointer(row, raw)
