@@ -445,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=(
             "at most this many recent events each process keeps parsed (default 16,384; 8-13 KB "
-            "each). The cache starts at 4,096 and grows only while turns name events further "
+            "each). The cache starts at 4,096 and grows only when a turn names an event further "
             "back (many threads at once): lower it to cap memory. See docs/AUDIT.md"
         ),
     )

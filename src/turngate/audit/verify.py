@@ -95,9 +95,9 @@ PENDING_INTENTS = 10_000
 CHECKED_ARTIFACTS = 10_000
 #: Recently streamed events (parsed) and digests (index -> recomputed), reused as DECISION inputs.
 #: The cache starts at RECENT_EVENTS events (~8-13 KB each) and grows, up to ``cache_events``
-#: (``turngate verify --cache-events``, default MAX_CACHE_EVENTS), when turns name events that
-#: it has just let go: their refs reach further back than it holds, because many threads turn at
-#: once (a thread's previous turn is ~3 x the active threads events back). docs/AUDIT.md.
+#: (``turngate verify --cache-events``, default MAX_CACHE_EVENTS), when a turn names an event
+#: further back than it holds: many threads turn at once (a thread's previous turn is ~3 x the
+#: active threads events back). docs/AUDIT.md.
 RECENT_EVENTS = 4096
 MAX_CACHE_EVENTS = 16_384
 RECENT_DIGESTS = 20_000
@@ -440,11 +440,10 @@ class _EventCache:
         return json.loads(row["payload"])
 
     def _grow_for(self, reach: int) -> None:
-        """Rows ``reach`` events back had to be read again: hold that many (doubling, up to
-        ``grow_to``) if the cache is full, so that the next turns find theirs. A reach beyond
-        ``grow_to`` grows nothing: no size in reach would help."""
-        full = len(self.rows) >= self.limit or len(self.by_index) >= self.limit
-        if full and self.limit < reach <= self.grow_to:
+        """A row ``reach`` events back had to be read: hold that many from now on (doubling, up
+        to ``grow_to``), so that the next turns, whose refs reach as far, find theirs. A reach
+        beyond ``grow_to`` grows nothing: no size in reach would help."""
+        if self.limit < reach <= self.grow_to:
             while self.limit < reach:
                 self.limit = min(2 * self.limit, self.grow_to)
             self.digest_limit = max(self.digest_limit, self.limit)
@@ -1047,8 +1046,9 @@ def verify_all(
     ranges in (default: one per core for a scope of at least :data:`PARALLEL_MIN_EVENTS` events
     when forking is safe, see :mod:`turngate.audit.verify_parallel`); the report is the same
     either way. ``cache_events``: at most this many recent events each process keeps parsed
-    (memory for speed: the cache starts at :data:`RECENT_EVENTS` and grows only while turns
-    name events it has let go; a DECISION whose refs reach further back reads them again).
+    (memory for speed: the cache starts at :data:`RECENT_EVENTS` and grows only when a turn
+    names an event further back than it holds; a DECISION whose refs reach further back than
+    ``cache_events`` reads them again).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
