@@ -445,8 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=(
             "at most this many recent events each process keeps parsed (default 16,384; 8-13 KB "
-            "each). The cache starts at 4,096 and grows only when a turn names an event further "
-            "back (many threads at once): lower it to cap memory. See docs/AUDIT.md"
+            "each). The cache starts at 4,096 and grows only when turns name events it has let "
+            "go (many threads at once): lower it to cap memory. See docs/AUDIT.md"
         ),
     )
     verify.set_defaults(run=cmd_verify)

@@ -96,8 +96,8 @@ CHECKED_ARTIFACTS = 10_000
 #: Recently streamed events (parsed) and digests (index -> recomputed), reused as DECISION inputs.
 #: The cache starts at RECENT_EVENTS events (~8-13 KB each) and grows, up to ``cache_events``
 #: (``turngate verify --cache-events``, default MAX_CACHE_EVENTS), when a turn names an event
-#: further back than it holds: many threads turn at once (a thread's previous turn is ~3 x the
-#: active threads events back). docs/AUDIT.md.
+#: it has let go: many threads turn at once (a thread's previous turn is ~3 x the active threads
+#: events back). docs/AUDIT.md.
 RECENT_EVENTS = 4096
 MAX_CACHE_EVENTS = 16_384
 RECENT_DIGESTS = 20_000
@@ -402,7 +402,8 @@ class _EventCache:
         self.limit = RECENT_EVENTS if limit is None else limit
         # The limit doubles, up to grow_to, while rows it has let go are needed again.
         self.grow_to = max(self.limit, grow_to or 0)
-        self.newest = -1  # the index of the newest row streamed
+        self.first = -1  # the indexes of the first and the newest row streamed
+        self.newest = -1
         # index -> digest recomputed from the stored row: rows read here (not streamed) add
         # theirs, so that the DECISION check need not digest them again from the model.
         self.digests = digests
@@ -411,6 +412,8 @@ class _EventCache:
     def remember(self, row: Mapping[str, Any], payload: dict[str, Any] | None) -> None:
         """A row the chain pass just streamed (``payload`` None: not a JSON object)."""
         index = int(row["index"])
+        if self.first < 0:
+            self.first = index
         self.newest = max(self.newest, index)
         _bounded_put(self.rows, index, (row, payload), self.limit)
 
@@ -440,9 +443,10 @@ class _EventCache:
         return json.loads(row["payload"])
 
     def _grow_for(self, reach: int) -> None:
-        """A row ``reach`` events back had to be read: hold that many from now on (doubling, up
-        to ``grow_to``), so that the next turns, whose refs reach as far, find theirs. A reach
-        beyond ``grow_to`` grows nothing: no size in reach would help."""
+        """A row ``reach`` events back that the stream had brought by had to be read again: hold
+        that many from now on (doubling, up to ``grow_to``), so that the next turns, whose refs
+        reach as far, find theirs. A reach beyond ``grow_to`` grows nothing: no size in reach
+        would help. (Rows from before the range's first were never cached: they grow nothing.)"""
         if self.limit < reach <= self.grow_to:
             while self.limit < reach:
                 self.limit = min(2 * self.limit, self.grow_to)
@@ -461,8 +465,9 @@ class _EventCache:
                 found[index] = self.get(row, payload) if payload is not None else None
             else:
                 unread.append(index)
-        if unread:
-            self._grow_for(self.newest - min(unread))
+        let_go = [index for index in unread if 0 <= self.first <= index]
+        if let_go:  # streamed here, and dropped: the cache was too small for them
+            self._grow_for(self.newest - min(let_go))
         for row in _rows(conn, _BY_INDEX, unread):
             found[int(row["index"])] = self.get(row)
         return found
@@ -1047,7 +1052,7 @@ def verify_all(
     when forking is safe, see :mod:`turngate.audit.verify_parallel`); the report is the same
     either way. ``cache_events``: at most this many recent events each process keeps parsed
     (memory for speed: the cache starts at :data:`RECENT_EVENTS` and grows only when a turn
-    names an event further back than it holds; a DECISION whose refs reach further back than
+    names an event it has let go; a DECISION whose refs reach further back than
     ``cache_events`` reads them again).
     """
     if batch_size < 1:
