@@ -288,7 +288,7 @@ def verify_step(
             context_config=load_context_config(None, {}),
             batch_size=batch_size,
             workers=workers,
-            **({} if cache_events is None else {"cache_events": cache_events}),
+            cache_events=cache_events,
         )
     finally:
         store.close()

@@ -135,7 +135,7 @@ def verify_command(
             progress=ProgressPrinter(err),
             snapshot_grace=snapshot_grace,
             workers=workers,
-            **({} if cache_events is None else {"cache_events": cache_events}),
+            cache_events=cache_events,
         )
     except LedgerError as exc:
         err.write(f"verify: the ledger could not be read: {exc}\n")

@@ -729,9 +729,10 @@ class _Audit:
             else:
                 found.normative.setdefault(key["digest"], streamed[0])
         # Read as events (cached: the same INTENT is usually a candidate too, see below).
-        built = cache.by_indexes(conn, sorted(unread))
+        in_order = sorted(unread)
+        built = cache.by_indexes(conn, in_order)
         invalid: list[int] = []
-        for index in sorted(unread):
+        for index in in_order:
             event = built.get(index)
             if event is None:
                 invalid.append(index)
@@ -1036,7 +1037,7 @@ def verify_all(
     known_configs: Sequence[ContextConfig] = (),
     batch_size: int = DEFAULT_BATCH_SIZE,
     workers: int | None = None,
-    cache_events: int = MAX_CACHE_EVENTS,
+    cache_events: int | None = None,
 ) -> AuditReport:
     """Verify the ledger (or ``thread_id``'s events, or the indexes ``since_index..until_index``).
 
@@ -1050,14 +1051,16 @@ def verify_all(
     checks run: one pass does both, batch by batch). ``workers``: processes to verify index
     ranges in (default: one per core for a scope of at least :data:`PARALLEL_MIN_EVENTS` events
     when forking is safe, see :mod:`turngate.audit.verify_parallel`); the report is the same
-    either way. ``cache_events``: at most this many recent events each process keeps parsed
-    (memory for speed: the cache starts at :data:`RECENT_EVENTS` and grows only when a turn
-    names an event it has let go; a DECISION whose refs reach further back than
-    ``cache_events`` reads them again).
+    either way. ``cache_events`` (default :data:`MAX_CACHE_EVENTS`): at most this many recent
+    events each process keeps parsed (memory for speed: the cache starts at
+    :data:`RECENT_EVENTS` and grows only when a turn names an event it has let go; a DECISION
+    whose refs reach further back than ``cache_events`` reads them again).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    if cache_events < 0:
+    if cache_events is None:
+        cache_events = MAX_CACHE_EVENTS
+    elif cache_events < 0:
         raise ValueError("cache_events must not be negative")
     started = time.perf_counter()
     conditions = _conditions(thread_id, since_index, until_index)
