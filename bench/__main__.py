@@ -1,4 +1,4 @@
-"""turngate benchmark suite (issue 10): `python -m bench` or `make bench`.
+"""turngate benchmark suite: `python -m bench` or `make bench`.
 
 Starts `turngate dev` on free loopback ports (the echo provider is the fake provider, answering
 in --echo-latency-ms), runs the scenarios, prints a table of targets (PASS / MISS) and writes the

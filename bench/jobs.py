@@ -1,4 +1,4 @@
-"""Job runtime benchmark (issue 7): ingest+embed+index throughput, and retrieval latency.
+"""Job runtime benchmark: ingest+embed+index throughput, and retrieval latency.
 
     .venv/bin/python bench/jobs.py                    # 1,000 docs of ~2 KB, retrieval at 100,000 chunks
     .venv/bin/python bench/jobs.py --docs 100 --chunks 10000 --queries 50   # quick

@@ -1,4 +1,4 @@
-"""The benchmark scenarios of issue 10. Each takes a running turngate and returns its figures.
+"""The benchmark scenarios. Each takes a running turngate and returns its figures.
 
 Latency is always end to end: from sending the POST until the turn's last event (EXECUTION,
 or a DECISION that does not allow execution) is visible to a client, which turngate only shows

@@ -1,4 +1,4 @@
-"""The targets of issue 10, checked against a run's results: one table row per target."""
+"""The performance targets, checked against a run's results: one table row per target."""
 
 from __future__ import annotations
 

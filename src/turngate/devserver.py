@@ -2,7 +2,7 @@
 
 Used by ``turngate dev`` and by the tests. The history/visibility/timer poll throttles are raised:
 the dev server has one history shard and the default 20 polls/s puts every turn on 50 ms steps
-(see PERF-NOTES.md).
+(docs/DESIGN.md).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ class Settings(BaseSettings):
         None, validation_alias=_alias("TURNGATE_CONTEXT_CONFIG", "DBL_GATEWAY_CONTEXT_CONFIG")
     )
 
-    # Prompt packs (seed 003): a directory with default/, tasks/ and profiles.json; none -> no system prompt
+    # Prompt packs: a directory with default/, tasks/ and profiles.json; none -> no system prompt
     prompts_dir: Path | None = Field(None, validation_alias=_alias("TURNGATE_PROMPTS_DIR"))
 
     # Execution limits
@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(256 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_MESSAGE_BYTES"))
     max_body_bytes: int = Field(1024 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_BODY_BYTES"))
     token_budget: int = Field(100_000, ge=1, validation_alias=_alias("TURNGATE_TOKEN_BUDGET"))
-    # chars/3 (seed 003), or tiktoken:<encoding> when tiktoken and its encoding file are local
+    # chars/3 (prompt assembly's rule), or tiktoken:<encoding> when tiktoken and its encoding is local
     token_estimator: str = Field("chars/3", validation_alias=_alias("TURNGATE_TOKEN_ESTIMATOR"))
     wait_timeout_s: float = Field(30.0, gt=0, validation_alias=_alias("TURNGATE_WAIT_TIMEOUT_S"))
     # Turns admitted and not finished, per API process; beyond it ingress answers 503 queue.full.

@@ -292,7 +292,7 @@ def test_thread_and_index_range_scopes(ledger: Ledger) -> None:
     assert all(f.index is not None and 10 <= f.index <= 40 for f in ranged.failures)
 
 
-SCALE_TURNS = 10_000  # issue 6: "verify passes on an untouched ledger of 10,000 turns" (~15 s)
+SCALE_TURNS = 10_000  # "verify passes on an untouched ledger of 10,000 turns" (~15 s)
 
 
 @pytest.fixture(scope="module")

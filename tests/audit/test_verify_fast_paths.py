@@ -1,4 +1,4 @@
-"""The verify hot path's shortcuts give exactly what the definitions give (issue 6).
+"""The verify hot path's shortcuts give exactly what the definitions give.
 
 - the canonical-JSON walk that admits a value to the C encoder (``_json_writes_it_canonically``)
   answers as the former walk did, and ``canonical_bytes`` equals ``rfc8785`` (hypothesis);
@@ -36,7 +36,7 @@ _SORT_SAFE_BELOW = "\ue000"
 
 
 def _former_walk(value: Any) -> bool:
-    """``_json_writes_it_canonically`` as it was before issue 6's rewrite (the reference)."""
+    """``_json_writes_it_canonically`` as it was before the fast-path rewrite (the reference)."""
     stack = [value]
     while stack:
         item = stack.pop()

@@ -1,4 +1,4 @@
-"""An in-memory fake of the case-job HTTP API (issue 7 contract), for the CLI tests.
+"""An in-memory fake of the case-job HTTP API, for the CLI tests.
 
 Jobs advance one step per ``GET /jobs/{id}``: queued -> running 0/4 -> running 2/4 -> final.
 ``fail[job_type] = {"type", "message"}`` makes that type end ``failed``; ``queue_full_next = n``

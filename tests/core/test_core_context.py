@@ -1,4 +1,4 @@
-"""Context config loading, the context spec and the context digest scope (seed 000)."""
+"""Context config loading, the context spec and the context digest scope (the context system)."""
 
 from __future__ import annotations
 
@@ -294,7 +294,7 @@ def digest_of(events: list[Event], position: int, cfg: ContextConfig = CFG) -> s
     return build_context(intent, events[:position], cfg).context_digest
 
 
-# Excluded from the digest (seed 000): timestamps, storage ids, _obs, EXECUTION output content.
+# Excluded from the digest (the context system): timestamps, storage ids, _obs, EXECUTION output content.
 EXCLUDED_CHANGES = st.sampled_from(["created_at", "obs_intent", "obs_exec", "storage_id", "output"])
 
 

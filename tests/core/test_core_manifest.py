@@ -1,4 +1,4 @@
-"""Context manifests (seed 004): pointers and hashes only."""
+"""Context manifests (context observability): pointers and hashes only."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reference resolution (seed 000): lookup rules, errors, normalization, canonical order."""
+"""Reference resolution (the context system): lookup rules, errors, normalization, canonical order."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Case jobs through the API on a real stack (issue 7): upload, ingest -> embed -> index, then a
+"""Case jobs through the API on a real stack: upload, ingest -> embed -> index, then a
 chat turn with a ``case_query`` whose context holds the right chunk and whose DECISION and
 manifest record the pinned index, the candidates and the exclusions; a full queue refuses with
 503 and records nothing; cancel; resubmission returns the same job."""

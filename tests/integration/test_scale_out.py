@@ -1,4 +1,4 @@
-"""Several workers and API replicas on one Temporal server and one PostgreSQL ledger (issue 9)."""
+"""Several workers and API replicas on one Temporal server and one PostgreSQL ledger."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prompt snapshots: content-addressed, stored as canonical bytes, pinned per thread (seed 003 P21)."""
+"""Prompt snapshots: content-addressed, stored as canonical bytes, pinned per thread (session integrity)."""
 
 from __future__ import annotations
 

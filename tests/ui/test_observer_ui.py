@@ -256,7 +256,7 @@ async def test_observer_ui_walkthrough(tmp_path, temporal_server, browser, artif
 async def test_ui_with_api_keys_and_tenants(tmp_path, temporal_server, browser, artifacts_dir):
     from playwright.async_api import expect
 
-    keys_mod = pytest.importorskip("turngate.security.keys", reason="API keys (issue 8) are not here")
+    keys_mod = pytest.importorskip("turngate.security.keys", reason="API keys are not here")
     from turngate.ledger import LedgerStore
 
     settings = make_settings(tmp_path, temporal_server.address, auth_mode="keys")

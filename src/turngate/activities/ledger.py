@@ -82,7 +82,7 @@ class LedgerActivities:
     def append_event(self, inp: AppendInput) -> Event:
         """Store the step's fault snapshots and manifest as artifacts, then append the event that
         points at them. If the artifact store fails, nothing is appended and the workflow records
-        a SYSTEM_ERROR instead (seed 004 stop semantics)."""
+        a SYSTEM_ERROR instead (context observability stop semantics)."""
         draft = inp.draft
         if inp.manifest is not None or inp.snapshots:
             draft = draft.model_copy(update={"payload": self._attach(inp)})

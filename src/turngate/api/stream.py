@@ -1,4 +1,4 @@
-"""GET /turns/{correlation_id}/stream: one turn's answer as SSE (seed 003's pipeline).
+"""GET /turns/{correlation_id}/stream: one turn's answer as SSE (the prompt-assembly pipeline).
 
 Events:
 

@@ -1,6 +1,6 @@
 """Replay: one turn from the ledger, and recorded Temporal histories against the current code.
 
-* :func:`replay_turn` (seed 000 "Ledger Replay"): reload the turn's stored INTENT and the
+* :func:`replay_turn` (the context system's ledger replay): reload the turn's stored INTENT and the
   candidate events of its declared refs, recompute the DECISION with the same core code that
   decided (``verify_decision``, ``decide``) under the current context config and a policy loaded
   from a module path, and compare: digests, resolved refs, the recorded policy identity, decision
@@ -48,7 +48,7 @@ DEFAULT_WORKFLOW_QUERY = "WorkflowType='TurnWorkflow'"
 MODEL_DENY_CODES: frozenset[str] = frozenset(
     {MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN}
 )
-#: The reason code of a DECISION whose manifest could not be stored (seed 004 stop semantics).
+#: The reason code of a DECISION whose manifest could not be stored (context observability stop semantics).
 SYSTEM_ERROR = "SYSTEM_ERROR"
 
 

@@ -16,7 +16,7 @@ b. every DECISION recomputed from stored inputs as :func:`turngate.core.decision
 c. ``boundary.context_config_digest`` against the configs the verifier knows (the current one
    first): a DECISION made under another config is a ``config_drift`` warning, not a failure,
    and its context digest cannot be recomputed without that config;
-d. ``normative_input_digests`` name earlier INTENT events only (seed 000: no observation leaked);
+d. ``normative_input_digests`` name earlier INTENT events only (the context system: no observation leaked);
 e. every artifact pointer found anywhere in any payload is re-hashed by the artifact store.
 
 The ledger is streamed once in index order inside one read transaction, ``batch_size`` rows at a
@@ -763,7 +763,7 @@ class _Audit:
                 AuditKind.DECISION_MALFORMED,
                 index,
                 cid,
-                "the DECISION has no boundary.context_config_digest (seed 000 invariant 3)",
+                "the DECISION has no boundary.context_config_digest (context-system invariant 3)",
             )
             return
         intent = found.intents.get(cid)
@@ -850,7 +850,7 @@ class _Audit:
                     index,
                     cid,
                     f"normative input {value} is the {found['kind']} at index {found['index']}: "
-                    "only INTENT payloads may inform governance (seed 000)",
+                    "only INTENT payloads may inform governance (the context system)",
                 )
             elif int(found["index"]) >= index:
                 self.fail(

@@ -3,9 +3,9 @@
 Order: the optional system prompt, then the referenced turns in event-index order (an INTENT
 becomes a ``user`` message with its message, an EXECUTION an ``assistant`` message with its
 ``output_text``), then the current user message. Under a token budget the oldest turns are
-dropped first, a turn's INTENT and EXECUTION together (seed 003); the system prompt and the
+dropped first, a turn's INTENT and EXECUTION together (prompt assembly); the system prompt and the
 current message are never trimmed. Every item lands in the inclusion or the exclusion log
-(seed 004).
+(context observability).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ DEFAULT_BUDGET_TOKENS = 100_000
 
 
 def chars_div_3(text: str) -> int:
-    """Token estimate: ceil(len(text) / 3) (seed 003: ~3 chars per token)."""
+    """Token estimate: ceil(len(text) / 3) (the prompt-assembly pipeline: ~3 chars per token)."""
     return -(-len(text) // 3)
 
 

@@ -1,4 +1,4 @@
-"""Context configuration, the context spec and the context digest (seed 000).
+"""Context configuration, the context spec and the context digest (the context system).
 
 ``context_digest`` = sha256 over the canonical JSON of ``{context_spec, assembled_context}``:
 
@@ -85,7 +85,7 @@ class ContextSettings(BaseModel):
 
     max_refs: StrictInt = Field(50, ge=0, le=10_000)
     empty_refs_policy: Literal["DENY", "ALLOW_EMPTY"] = "DENY"
-    # Accepted and pinned for DBL compatibility; auto-expansion is a non-goal (seed 000), so
+    # Accepted and pinned for DBL compatibility; auto-expansion is a non-goal of the context system, so
     # nothing expands the thread. Documented in docs/CORE.md.
     expand_last_n: StrictInt = Field(10, ge=0)
     allow_execution_refs_for_prompt: StrictBool = True
@@ -109,7 +109,7 @@ class NormalizationConfig(BaseModel):
                 if isinstance(spec, Mapping) and spec.get("enabled") is True:
                     raise ValueError(
                         f"conditional rule {name} is enabled, but conditional rules are not "
-                        "supported (seed 000 non-goal: no auto-expansion)"
+                        "supported (no auto-expansion, a non-goal of the context system)"
                     )
         return data
 
@@ -123,12 +123,12 @@ class NormalizationConfig(BaseModel):
             raise ValueError(f"duplicate rules in {list(rules)}")
         missing = sorted(REQUIRED_RULES - set(rules))
         if missing:
-            raise ValueError(f"required rule(s) {missing} missing (seed 000 invariants 1 and 4)")
+            raise ValueError(f"required rule(s) {missing} missing (context-system invariants 1 and 4)")
         return tuple(rule for rule in CONFIGURABLE_RULES if rule in rules)
 
 
 class ContextConfig(BaseModel):
-    """The context configuration (seed 000 ``config/context.json``), after env overrides."""
+    """The context configuration (the context system's ``config/context.json``), after env overrides."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -280,7 +280,7 @@ def canonical_declared_refs(
     """The declared refs as declared (every entry, duplicates kept), in canonical order.
 
     The client's own order stays in the INTENT event; the spec sorts by (ref_type, ref_id,
-    version) so that equal requests get equal digests (seed 000, invariant 4). ``declared``:
+    version) so that equal requests get equal digests (context-system invariant 4). ``declared``:
     those refs already parsed and sorted (as :func:`resolve_declared_refs` returns them).
     """
     if declared is None:
@@ -296,7 +296,7 @@ def build_context_spec(
     declared: Sequence[DeclaredRef] | None = None,
     view: IntentView | None = None,
 ) -> dict[str, Any]:
-    """The context spec: seed 000's digest scope, plus (when prompt packs are in use) the pinned
+    """The context spec: the context system's digest scope, plus (when prompt packs are in use) the pinned
     prompt snapshot and profile digests, so replay can prove which prompts were used.
     ``declared``: see :func:`canonical_declared_refs`; ``view``: the intent's
     :class:`IntentView` if the caller has it already."""
@@ -388,5 +388,5 @@ def recompute_context_digest(
     cfg: ContextConfig,
     prompt: Mapping[str, Any] | None = None,
 ) -> str:
-    """Recompute ``context_digest`` from stored inputs (seed 000, invariant 6)."""
+    """Recompute ``context_digest`` from stored inputs (context-system invariant 6)."""
     return build_context(intent, candidates, cfg, prompt).context_digest

@@ -199,7 +199,7 @@ def recompute_decision_digests(
     cfg: ContextConfig,
     prompt: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Recompute from stored inputs what a DECISION pins (seed 000 "What Can Be Verified").
+    """Recompute from stored inputs what a DECISION pins (what the context system says can be verified).
 
     Returns ``{context_digest, context_config_digest, normative_input_digests, resolved_refs,
     error_code}``; on a ref error the digest fields are ``None``/empty and ``error_code`` is set.

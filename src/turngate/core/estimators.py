@@ -1,4 +1,4 @@
-"""Token estimators for the prompt budget (seed 003, "Token Budget").
+"""Token estimators for the prompt budget (the prompt-assembly pipeline's token budget).
 
 * ``chars/3`` (default): ``ceil(len(text) / 3)``, the seed's heuristic (~3 characters per token,
   right for Lithuanian, conservative for English). It is the same function as

@@ -59,7 +59,7 @@ class _Strict(BaseModel):
 
 
 class DeclaredRef(_Strict):
-    """A ref to an earlier ledger event of the thread (resolved in the workflow, seed 000)."""
+    """A ref to an earlier ledger event of the thread (resolved in the workflow)."""
 
     ref_type: NonEmptyStr = "event"
     ref_id: NonEmptyStr
@@ -315,7 +315,7 @@ class Event(EventDraft):
 
     @property
     def is_authoritative(self) -> bool:
-        # Only DECISION events are normative (seed 002).
+        # Only DECISION events are normative (the gateway model).
         return self.kind == EventKind.DECISION
 
     def to_wire(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ gets back an :class:`ExternalContext`, a plain value: the texts admitted ``execu
 prompt order), the items left out and why, one record per ref for the manifest, and the error
 that denies the turn when a declared retrieval cannot be done as declared.
 
-Policy never sees these texts (seed 000: execution-only context has no policy access); the
+Policy never sees these texts (the context system: execution-only context has no policy access); the
 DECISION records what was pinned (index versions, chunk ids, content digests, refusals) so the
 turn can be audited and replayed against the same index version.
 """

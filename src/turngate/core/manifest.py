@@ -1,4 +1,4 @@
-"""Context manifests (seed 004): what the model saw, why, and what was left out, per step.
+"""Context manifests (context observability): what the model saw, why, and what was left out, per step.
 
 Pointers and hashes only: item ids are event digests, sources are event indexes, large content
 lives in the artifact store and is referenced by :class:`ArtifactPointer`.

@@ -3,7 +3,7 @@
 A policy is pure code loaded from a module path. It receives a :class:`PolicyInput`: a view of
 the current intent plus the INTENT events the client referenced (:class:`GovernanceItem`).
 EXECUTION output is structurally absent: a ``GovernanceItem`` can only be built from an INTENT,
-and ``PolicyInput`` accepts nothing else (seed 000, invariant 1).
+and ``PolicyInput`` accepts nothing else (context-system invariant 1).
 """
 
 from __future__ import annotations
@@ -115,14 +115,14 @@ class GovernanceItem(_Frozen):
             if str(data["kind"]) != EventKind.INTENT:
                 raise ValueError(
                     f"a governance item cannot be built from a {data['kind']} event: "
-                    "policy sees INTENT payloads only (seed 000, invariant 1)"
+                    "policy sees INTENT payloads only (context-system invariant 1)"
                 )
             data = Event.model_validate(dict(data))
         if isinstance(data, EventDraft):
             if data.kind != EventKind.INTENT:
                 raise ValueError(
                     f"a governance item cannot be built from a {data.kind} event: "
-                    "policy sees INTENT payloads only (seed 000, invariant 1)"
+                    "policy sees INTENT payloads only (context-system invariant 1)"
                 )
             if not isinstance(data, Event):
                 raise ValueError("a governance item needs a recorded event (index, digest)")

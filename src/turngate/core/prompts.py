@@ -1,4 +1,4 @@
-"""Layered system prompts (seed 003): profiles, data-layer builders, pinned prompt snapshots.
+"""Layered system prompts (prompt assembly): profiles, data-layer builders, pinned prompt snapshots.
 
 A *prompt pack* (read by :mod:`turngate.prompts.loader`, the only part that touches files) holds
 file layers (``default/{layer}.md``, ``tasks/{task_id}/{layer}.md``), per-provider task
@@ -7,7 +7,7 @@ overrides (``tasks/{task_id}/{provider}.md``) and ``profiles.json``. Everything 
 * :class:`PromptSnapshot`: the resolved file layers for one (task_id, provider), content-addressed
   (``snapshot_digest``). The caller takes it on a thread's first turn, stores
   :func:`snapshot_bytes` as an artifact and pins the digest, so editing a file later changes
-  nothing for that thread (seed 003 P21, live session integrity).
+  nothing for that thread (the prompt-assembly pipeline's live session integrity).
 * :class:`Profile`: an ordered list of layers (file, provider override, or a data layer rendered
   by a named builder from the intent's ``inputs``), whether history may be trimmed, which tools.
   Profiles are chosen per intent type and ``inputs.mode``.

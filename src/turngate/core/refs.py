@@ -1,4 +1,4 @@
-"""Declared refs -> resolved refs (seed 000, "Context System").
+"""Declared refs -> resolved refs (the context system).
 
 A client names earlier events of its thread in ``INTENT.payload.declared_refs``; this module
 turns them into :class:`ResolvedRef` records against a small set of candidate events that the
@@ -44,7 +44,7 @@ from turngate.core.events import (
 if TYPE_CHECKING:
     from turngate.core.context import ContextSettings
 
-# Error codes (seed 000 "Failure Modes", plus REF_INVALID for malformed entries).
+# Error codes (the context system's failure modes, plus REF_INVALID for malformed entries).
 REF_NOT_FOUND = "REF_NOT_FOUND"
 CROSS_THREAD_REF = "CROSS_THREAD_REF"
 MAX_REFS_EXCEEDED = "MAX_REFS_EXCEEDED"
@@ -271,7 +271,7 @@ class _CandidateIndex:
 
 
 def resolve_refs(intent: Event, candidates: Sequence[Event], settings: ContextSettings) -> Resolution:
-    """Resolve ``intent``'s declared refs against ``candidates`` (seed 000).
+    """Resolve ``intent``'s declared refs against ``candidates`` (the context system).
 
     Raises :class:`RefResolutionError` with ``REF_INVALID``, ``EMPTY_REFS_DENIED``,
     ``MAX_REFS_EXCEEDED``, ``REF_NOT_FOUND`` or ``CROSS_THREAD_REF``. Declared refs are checked in

@@ -1,4 +1,4 @@
-"""Output safety rules (seed 003, "checks safety"): deterministic checks over a model's answer.
+"""Output safety rules (prompt assembly's safety check): deterministic checks over a model's answer.
 
 Rules come from configuration (``output_safety`` in a prompt pack's ``profiles.json``) and run
 in their configured order; :func:`check_output` reports the first rule the text violates.

@@ -1,4 +1,4 @@
-"""Tool gating, tool-call admission and signal -> transition mapping (seed 003, "Transition Tool").
+"""Tool gating, tool-call admission and signal -> transition mapping (prompt assembly's transition tool).
 
 A prompt profile names tools (:class:`ToolSpec`, configured as data). A tool is *offered* to the
 model only once the declared context holds at least ``min_exchanges`` completed user/assistant

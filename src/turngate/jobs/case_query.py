@@ -1,4 +1,4 @@
-"""Resolving a declared ``case_query`` ref against a pinned index version (issue 7, item 4).
+"""Resolving a declared ``case_query`` ref against a pinned index version.
 
 The turn's external-refs activity (activities/external_refs.py) calls this. Retrieval
 happens only for a ref the client declared; the result is a pure function of (index version,

@@ -1,4 +1,4 @@
-"""At most N user messages per conversation (seed 000, example 2).
+"""At most N user messages per conversation (the context system's second example).
 
 The policy counts the user messages it can see: every referenced INTENT in I_context that
 carries a message, plus the current one. More than N -> DENY

@@ -1,4 +1,4 @@
-"""Read a prompt pack directory (seed 003, "PromptLoader").
+"""Read a prompt pack directory (the prompt-assembly pipeline's loader).
 
 Layout (``pack_dir`` is the ``prompts/`` directory, e.g. ``TURNGATE_PROMPTS_DIR``)::
 

@@ -1,4 +1,4 @@
-"""Prompt snapshots pinned per thread (seed 003 P21, live session integrity).
+"""Prompt snapshots pinned per thread (the prompt-assembly pipeline's live session integrity).
 
 A thread's first turn loads the pack's layers from disk, stores the snapshot content-addressed
 in the artifact store and records it in its DECISION; every later turn of the thread uses that
@@ -60,7 +60,7 @@ class PromptPins:
         return PromptContext(snapshot=snapshot, snapshot_artifact=pointer, pinned_by_index=first.index)
 
     def _redaction_reason(self, intent: Event) -> str | None:
-        """One-shot: the turn right after a redacted answer learns why (seed 003)."""
+        """One-shot: the turn right after a redacted answer learns why (the prompt-assembly pipeline)."""
         if not intent.parent_turn_id:
             return None
         for event in self._store.turn_events(intent.thread_id, intent.parent_turn_id):

@@ -1,4 +1,4 @@
-"""Guarded fetch of ``artifact.handle`` content from a Workbench resolver (seed 002, issue 8).
+"""Guarded fetch of ``artifact.handle`` content from a Workbench resolver (the gateway model).
 
 Off by default. Every refusal or failure is a :class:`FetchOutcome` with a documented
 ``reason_code`` (never an exception, never a silent drop), so the caller can record it in the

@@ -1,4 +1,4 @@
-"""The worker's boundary: what it decides with, loaded once at start (seed 000: no hot reload)."""
+"""The worker's boundary: what it decides with, loaded once at start (the context system: no hot reload)."""
 
 from __future__ import annotations
 

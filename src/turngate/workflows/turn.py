@@ -475,7 +475,7 @@ def _with_external(outcome: DecisionOutcome, external: ExternalContext) -> Decis
 
 
 def _deny_for_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
-    """A DECISION whose manifest could not be stored: the turn stops (seed 004)."""
+    """A DECISION whose manifest could not be stored: the turn stops (context observability)."""
     return payload | {"decision": "DENY", "reason_codes": ["SYSTEM_ERROR"], "error": error}
 
 
