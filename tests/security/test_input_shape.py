@@ -52,6 +52,8 @@ async def test_deep_nesting_is_refused_before_any_parse(secure_settings: Setting
                 body = json.dumps(body).encode()
             return await http.post("/ingress/intent", content=body, headers=bearer(key))
 
+        limits = (await http.get("/capabilities", headers=bearer(key))).json()["limits"]
+        assert (limits["max_json_depth"], limits["max_id_chars"]) == (64, 200)
         at_limit = await post(deep_intent(MAX_JSON_DEPTH, "c-64"))
         assert at_limit.status_code == 202, at_limit.text
         attacks: list[bytes | dict[str, Any]] = [
