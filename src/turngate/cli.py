@@ -135,12 +135,12 @@ async def cmd_dev(args: argparse.Namespace) -> int:
 
 
 def _dev_key(settings: Settings) -> str:
-    """A fresh admin key of tenant ``dev`` for this `turngate dev` session (printed once)."""
+    """The data directory's admin key of tenant ``dev``, reused across starts."""
     from turngate.ledger import LedgerStore
-    from turngate.security.keys import KeyStore
+    from turngate.security.dev_key import dev_key
 
     with LedgerStore(settings.effective_ledger_url) as store:
-        return KeyStore(store.engine).create("dev", "admin", name="turngate dev").secret
+        return dev_key(store.engine, settings.data_dir)
 
 
 def _provider_names(settings: Settings) -> list[str]:

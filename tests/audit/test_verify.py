@@ -154,8 +154,11 @@ def test_changed_and_missing_artifacts_are_reported(ledger: Ledger) -> None:
     assert no_store.ok and kinds(no_store.warnings) == [("artifacts_not_checked", None)]
 
 
-def _turn_with_pointers(ledger: Ledger, store: LocalArtifactStore, extra: list[dict]) -> int:
-    """Append a turn whose EXECUTION carries pointers in nested places; returns its index."""
+def _turn_with_pointers(
+    ledger: Ledger, store: LocalArtifactStore, extra: list[dict], output: dict | None = None
+) -> int:
+    """Append a turn whose EXECUTION carries pointers in the fields the gateway writes and
+    pointer-shaped data in a field it does not (``tools``); returns its index."""
     intent = ledger.store.append(
         parse_intent(
             {
@@ -167,11 +170,13 @@ def _turn_with_pointers(ledger: Ledger, store: LocalArtifactStore, extra: list[d
     )
     outcome = decide(intent, [], config(), load_policy("turngate.policies.allow_all"))
     snapshot = store.put(b"the exact prompt bytes", kind="prompt_snapshot", retention="snapshot")
+    answer = store.put(b"the whole answer", kind="output")
     nested = store.put(b"raw tool output", kind="tool_output")
     fields = {k: intent.model_dump()[k] for k in ("thread_id", "turn_id", "correlation_id")}
     payload = {
         "context_digest": outcome.context_digest,
         "output_text": "hi",
+        "output_artifact": output or answer.model_dump(mode="json"),
         "fault_snapshots": {"prompt_snapshot": snapshot.model_dump(mode="json")},
         "tools": [{"calls": [{"output": nested.model_dump(mode="json")}]}, *extra],
     }
@@ -180,7 +185,7 @@ def _turn_with_pointers(ledger: Ledger, store: LocalArtifactStore, extra: list[d
     return ledger.store.append_many([decision_draft, execution_draft])[1].index
 
 
-def test_pointers_anywhere_in_a_payload_are_checked_and_snapshots_may_expire(ledger: Ledger) -> None:
+def test_server_written_pointers_are_checked_and_snapshots_may_expire(ledger: Ledger) -> None:
     store = ledger.artifacts()
     index = _turn_with_pointers(ledger, store, [])
     report = verify(ledger)
@@ -194,14 +199,24 @@ def test_pointers_anywhere_in_a_payload_are_checked_and_snapshots_may_expire(led
     expired = verify(ledger, snapshot_grace=timedelta(0))  # gc'd: older than the grace period
     assert expired.ok and kinds(expired.info) == [("expired_snapshot", index)]
 
-    nested = ledger.artifacts_root / execution["tools"][0]["calls"][0]["output"]["path"]
-    nested.write_bytes(b"raw tool output, edited")
+    (ledger.artifacts_root / execution["output_artifact"]["path"]).write_bytes(b"the answer, edited")
     assert ("artifact_mismatch", index) in kinds(verify(ledger, snapshot_grace=timedelta(0)).failures)
 
 
-def test_an_invalid_pointer_is_reported(ledger: Ledger) -> None:
+def test_pointer_shaped_data_outside_the_gateways_fields_is_not_checked(ledger: Ledger) -> None:
+    store = ledger.artifacts()
     bad = {"artifact_id": "x", "path": "../../etc/passwd", "sha256": "sha256:" + "0" * 64, "size_bytes": 1}
-    index = _turn_with_pointers(ledger, ledger.artifacts(), [bad])
+    index = _turn_with_pointers(ledger, store, [bad])
+    execution = json.loads(ledger.rows('"index" = ?', (index,))[0]["payload"])
+    (ledger.artifacts_root / execution["tools"][0]["calls"][0]["output"]["path"]).unlink()
+    report = verify(ledger)
+    assert report.ok, report.failures
+    assert report.checked_artifacts == ledger.built.artifacts + 2
+
+
+def test_an_invalid_pointer_in_a_gateway_field_is_reported(ledger: Ledger) -> None:
+    bad = {"artifact_id": "x", "path": "../../etc/passwd", "sha256": "sha256:" + "0" * 64, "size_bytes": 1}
+    index = _turn_with_pointers(ledger, ledger.artifacts(), [], output=bad)
     assert kinds(verify(ledger).failures) == [("artifact_pointer_invalid", index)]
 
 

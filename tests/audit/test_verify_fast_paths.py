@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,7 @@ from tests.audit.helpers import config, make_ledger
 from turngate.artifacts import LocalArtifactStore
 from turngate.audit.verify import (
     check_artifact,
-    iter_pointers,
     parse_pointer,
-    pointer_key_bound,
     read_candidates,
 )
 from turngate.core import canonical
@@ -171,31 +168,3 @@ def test_build_context_recomputes_every_recorded_decision(tmp_path: Path) -> Non
         assert checked >= 90
     finally:
         ledger.store.close()
-
-
-_POINTER = {"artifact_id": "a", "path": "p", "sha256": "s", "size_bytes": 1}
-_pointerish = st.one_of(
-    st.just(_POINTER),
-    st.just({"artifact_id": "not a pointer", "x": [_POINTER]}),
-    st.just({"artifact_id": "artifact_id"}),
-    st.sampled_from(["artifact_id", '"artifact_id"', "x"]),
-)
-_payloads = st.recursive(
-    st.one_of(_scalars.filter(lambda v: not isinstance(v, float)), _pointerish),
-    lambda children: st.one_of(
-        st.lists(children, max_size=4),
-        st.dictionaries(st.sampled_from(["a", "artifact_id", "m", "path", "z"]), children, max_size=4),
-    ),
-    max_leaves=25,
-)
-
-
-@settings(max_examples=800, deadline=None)
-@given(_payloads, st.booleans())
-def test_the_bounded_pointer_walk_finds_every_pointer(value: Any, ascii_only: bool) -> None:
-    text = json.dumps(value, ensure_ascii=ascii_only)
-    parsed = json.loads(text)
-    everything = [id(p) for p in iter_pointers(parsed)]
-    bound = pointer_key_bound(text)
-    assert [id(p) for p in iter_pointers(parsed, bound)] == everything
-    assert pointer_key_bound('{"\\u0061rtifact_id": 1}') is None

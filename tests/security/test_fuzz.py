@@ -1,6 +1,7 @@
 """Property-based fuzzing of the HTTP API (bounded, about a minute): schemathesis generates
 requests from the app's own OpenAPI document for every operation, hypothesis generates intent
-envelopes (the ingress reads its body itself, so the schema has none); with and without a key.
+envelopes (the ingress reads its body itself, so the schema has none) and bodies nested up to
+3,000 levels; with and without a key.
 No answer is a 5xx, and no partial record is left: every accepted intent has its DECISION,
 nothing refused was recorded, and the ledger verifies."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 
 from tests.security.conftest import bearer, make_key
 from tests.security.live import live_stack
+from turngate.core.json_depth import MAX_JSON_DEPTH, json_depth
 from turngate.ledger import LedgerStore
 from turngate.settings import Settings
 
@@ -30,6 +33,7 @@ UI_PREFIX = "/ui/"
 STREAMING = {"/tail", "/turns/{correlation_id}/stream"}
 EXAMPLES_PER_OPERATION = 25
 ENVELOPE_EXAMPLES = 120
+DEEP_EXAMPLES = 60
 
 FUZZ = settings(
     max_examples=EXAMPLES_PER_OPERATION,
@@ -102,12 +106,58 @@ valid_envelopes = st.builds(
 )
 
 
+@st.composite
+def deep_bodies(draw: st.DrawFn) -> tuple[bytes, int]:
+    """A chat intent (or a bare value) whose nesting is drawn from 1 to 3,000 levels, containers
+    chosen at random; written as text, since json.dumps itself recurses per level. Returns the
+    body and its depth."""
+    levels = draw(st.integers(1, 3000) | st.integers(MAX_JSON_DEPTH - 4, MAX_JSON_DEPTH + 2))
+    kinds = draw(st.lists(st.booleans(), min_size=levels, max_size=levels))
+    opening = "".join("[" if is_list else '{"k":' for is_list in kinds)
+    closing = "".join("]" if is_list else "}" for is_list in reversed(kinds))
+    value = f'{opening}"{draw(st.sampled_from(["", "[[", "}}"]))}"{closing}'
+    if draw(st.booleans()):
+        return value.encode(), levels
+    cid = draw(st.uuids()).hex[:16]
+    place = draw(st.sampled_from(["inputs", "message", "refs"]))
+    inputs = f'{{"x":{value}}}' if place == "inputs" else "{}"
+    message = value if place == "message" else '"m"'
+    refs = f"[{value}]" if place == "refs" else "[]"
+    extra = {"inputs": 1, "message": 0, "refs": 1}[place]
+    body = (
+        f'{{"interface_version":3,"correlation_id":"c-deep-{cid}","payload":{{"intent_type":"chat.message",'
+        f'"inputs":{inputs},"declared_refs":{refs},"payload":{{"message":{message}}}}}}}'
+    )
+    return body.encode(), levels + 2 + extra + (1 if place == "message" else 0)
+
+
+def _patiently(send: Callable[[], Any]) -> Any:
+    """``send()`` again while the key's bucket is empty (429), after the ``Retry-After`` it says."""
+    response = send()
+    while response.status_code == 429:
+        time.sleep(float(response.headers.get("Retry-After", "1")))
+        response = send()
+    return response
+
+
 def _no_5xx(response: Any, what: str) -> None:
     assert response.status_code < 500, f"{what}: {response.status_code} {response.text[:300]}"
 
 
+def _deep_envelope(levels: int) -> dict[str, Any]:
+    value: Any = "bottom"
+    for level in range(levels):
+        value = [value] if level % 2 else {"k": value}
+    return {
+        "interface_version": 3,
+        "correlation_id": f"c-schema-deep-{levels}",
+        "payload": {"intent_type": "chat.message", "inputs": {"x": value}, "payload": {"message": "m"}},
+    }
+
+
 def test_fuzz_the_api_finds_no_5xx_and_leaves_no_partial_records(secure_settings: Settings) -> None:
     key = make_key(secure_settings, "fuzz", "intent.write,snapshot.read")
+    deep_key = make_key(secure_settings, "fuzz", "intent.write,snapshot.read")  # a bucket of its own
     operator = make_key(secure_settings, "*", "admin")
     accepted: set[str] = set()
     started = time.monotonic()
@@ -131,6 +181,21 @@ def test_fuzz_the_api_finds_no_5xx_and_leaves_no_partial_records(secure_settings
                     )
 
             check()
+            if operation.path == "/ingress/intent":
+                # The ingress reads its body itself, so the schema has none to generate from:
+                # deep bodies are given explicitly (json.dumps in the client recurses too, so
+                # 900 levels is as deep as a JSON body from schemathesis gets).
+                for levels in (MAX_JSON_DEPTH - 3, MAX_JSON_DEPTH - 2, 400, 900):
+                    deep = operation.Case(body=_deep_envelope(levels), media_type="application/json")
+                    response = _patiently(
+                        lambda deep=deep: deep.call(base_url=base, headers=bearer(deep_key), timeout=30)
+                    )
+                    _no_5xx(response, f"{levels} levels in inputs")
+                    if levels + 3 > MAX_JSON_DEPTH:
+                        assert response.json()["reason_code"] == "admission.too_deep"
+                    else:
+                        assert response.status_code == 202, response.text
+                        accepted.add(response.json()["correlation_id"])
         assert "POST /ingress/intent" in fuzzed and "GET /snapshot" in fuzzed
 
         with httpx.Client(base_url=base, timeout=30) as http:
@@ -164,6 +229,28 @@ def test_fuzz_the_api_finds_no_5xx_and_leaves_no_partial_records(secure_settings
                     accepted.add(response.json()["correlation_id"])
 
             post()
+
+            @settings(
+                max_examples=DEEP_EXAMPLES,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            )
+            @given(drawn=deep_bodies())
+            def post_deep(drawn: tuple[bytes, int]) -> None:
+                body, depth = drawn
+                assert json_depth(body) == depth
+                response = _patiently(
+                    lambda: http.post("/ingress/intent", content=body, headers=bearer(deep_key))
+                )
+                _no_5xx(response, f"{depth} levels: {body[:120]!r}")
+                if depth > MAX_JSON_DEPTH:
+                    assert response.status_code == 400, response.text
+                    assert response.json()["reason_code"] == "admission.too_deep"
+                elif response.status_code == 202:
+                    accepted.add(response.json()["correlation_id"])
+
+            post_deep()
             for raw_body in (b"", b"{", b"[]", b"\xff\xfe", b'{"interface_version": 3}' * 1000):
                 _no_5xx(
                     http.post("/ingress/intent", content=raw_body, headers=bearer(key)), repr(raw_body[:20])

@@ -4,12 +4,13 @@ a resolver URL at a denied address, off by default, kind allowlist; the token ne
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
 
 from tests.security.fake_resolver import FakeResolver, fake_resolver
-from turngate.security.workbench import WorkbenchConfig, fetch_handle
+from turngate.security.workbench import DEFAULT_DENY_NETWORKS, WorkbenchConfig, fetch_handle, is_denied
 
 TOKEN = "wb-token-SECRET-0123456789"
 
@@ -118,3 +119,80 @@ def test_off_by_default_and_read_from_the_seed_variables() -> None:
     assert cfg.enabled and cfg.timeout_ms == 500 and cfg.max_bytes == 100
     assert cfg.admit_kinds == ("note", "doc")
     assert TOKEN not in repr(cfg) and TOKEN not in cfg.model_dump_json()
+
+
+# ----------------------------------------------------------------- IPv6 forms of denied IPv4
+
+
+LOOPBACK_DENIED = ("127.0.0.0/8", "::1/128")
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "127.0.0.1", "[::1]", "localhost", "2130706433", "0177.0.0.1"],
+)
+async def test_a_loopback_resolver_denied_in_every_spelling_is_never_contacted(
+    resolver: FakeResolver, host: str
+) -> None:
+    """The attack: the resolver on 127.0.0.1, denied by the deny-list, reached as an
+    IPv4-mapped IPv6 address; every other spelling was already refused and must stay so."""
+    url = f"http://{host}:{resolver.server_port}/h"
+    outcome = await fetch_handle(config(url, deny_networks=LOOPBACK_DENIED), "ok", "note")
+    assert outcome.reason_code == "workbench.denied_address", outcome.detail
+    assert resolver.seen_auth == []  # never contacted: the token went nowhere
+
+
+async def test_a_name_resolving_to_a_mapped_loopback_address_is_refused(resolver: FakeResolver) -> None:
+    def mapped(_host: str, _port: int) -> list[str]:
+        return ["::ffff:127.0.0.1"]
+
+    named = config(f"http://workbench.internal:{resolver.server_port}/h", deny_networks=LOOPBACK_DENIED)
+    outcome = await fetch_handle(named, "ok", "note", resolve=mapped)
+    assert outcome.reason_code == "workbench.denied_address"
+    assert resolver.seen_auth == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::ffff:169.254.169.254",  # IPv4-mapped
+        "::ffff:a9fe:a9fe",  # the same, in hex
+        "::169.254.169.254",  # IPv4-compatible
+        "2002:a9fe:a9fe::1",  # 6to4
+        "64:ff9b::169.254.169.254",  # NAT64, well-known prefix
+        "64:ff9b:1::a9fe:a9fe",  # NAT64, local-use prefix
+        "2001:0:4136:e378:8000:63bf:5601:5601",  # Teredo, client 169.254.169.254
+        "169.254.169.254",
+        "fe80::1%eth0",
+        "::",
+    ],
+)
+def test_embedded_metadata_addresses_are_denied_by_default(address: str) -> None:
+    assert is_denied(address, DEFAULT_DENY_NETWORKS)
+
+
+@pytest.mark.parametrize(
+    "address", ["::1", "127.0.0.1", "::ffff:10.0.0.1", "2001:db8::1", "2002:0a00:0001::1"]
+)
+def test_other_addresses_pass_the_default_deny_list(address: str) -> None:
+    assert not is_denied(address, DEFAULT_DENY_NETWORKS)
+
+
+@pytest.mark.parametrize("handle", ["..", ".", " .. "])
+async def test_a_dot_segment_handle_never_leaves_the_resolvers_base_path(
+    resolver: FakeResolver, handle: str
+) -> None:
+    outcome = await fetch_handle(config(resolver.base_url), handle, "note")
+    assert outcome.reason_code == "workbench.bad_handle"
+    assert resolver.seen_auth == []
+    dots = await fetch_handle(config(resolver.base_url), "...", "note")  # a name, not a step
+    assert dots.reason_code == "workbench.http_error"  # the fake resolver knows no such handle
+
+
+async def test_a_name_that_does_not_resolve_is_a_refusal_not_an_exception() -> None:
+    def unknown(host: str, _port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, f"{host}: Name or service not known")
+
+    outcome = await fetch_handle(config("http://workbench.invalid/h"), "ok", "note", resolve=unknown)
+    assert not outcome.ok and outcome.reason_code == "workbench.connection"
+    assert "does not resolve" in outcome.detail

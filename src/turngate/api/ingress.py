@@ -32,6 +32,7 @@ from turngate.core.events import (
     EventKind,
     IntentEnvelope,
     IntentPrincipal,
+    check_json_depth,
     parse_intent,
 )
 from turngate.jobs.intents import is_job_intent
@@ -60,6 +61,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def _json_object(body: bytes) -> Any:
+    check_json_depth(body)  # before json.loads, which recurses once per level
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:

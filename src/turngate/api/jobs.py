@@ -47,6 +47,7 @@ from turngate.jobs.registry import CaseRecord, CaseRegistry, RecordKind
 from turngate.jobs.status import ANY_TENANT, cancel_job, count_open_jobs, get_job_status, list_jobs, start_job
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
+from turngate.security.uploads import is_own_upload, upload_kind
 from turngate.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,9 @@ async def _job_input(
     owner = {"case_id": body.case_id, "tenant_id": principal.tenant_id, "key_id": principal.key_id}
     options = JobOptions(wall_clock_s=_wall_clock(state.settings, intent.job_type))
     if isinstance(body, IngestBody):
-        documents = [await _document(state, n, doc) for n, doc in enumerate(body.documents)]
+        documents = [
+            await _document(state, principal.tenant_id, n, doc) for n, doc in enumerate(body.documents)
+        ]
         return IngestInput(**owner, documents=documents, chunking=body.chunking, options=options)
     cases = registry(state)
 
@@ -176,22 +179,30 @@ async def _job_input(
     )
 
 
-async def _document(state: ApiState, position: int, doc: Any) -> DocumentRef:
-    """An inline document is stored as an artifact; a referenced one must be in the store."""
+async def _document(state: ApiState, tenant_id: str | None, position: int, doc: Any) -> DocumentRef:
+    """An inline document is stored as the tenant's upload; a referenced one must be an intact
+    upload of the same tenant (anything else is refused as absent, naming nothing)."""
     data = doc.inline_bytes()
     if data is not None:
         try:
-            pointer = await aput(state.artifacts, data, kind="upload", media_type=doc.media_type)
+            pointer = await aput(
+                state.artifacts, data, kind=upload_kind(tenant_id), media_type=doc.media_type
+            )
         except ArtifactError as exc:
-            raise _Refused(503, "artifact.unavailable", f"could not store {doc.name!r}: {exc}") from exc
+            log.warning("document %r not stored: %s", doc.name, exc)
+            raise _Refused(503, "artifact.unavailable", f"could not store {doc.name!r}; retry") from exc
         return DocumentRef(name=doc.name, artifact=pointer, media_type=doc.media_type)
     pointer: ArtifactPointer = doc.artifact
-    check = await asyncio.to_thread(state.artifacts.check, pointer)
-    if not check.ok:
+    try:
+        owned = await asyncio.to_thread(is_own_upload, state.artifacts, pointer, tenant_id)
+    except ArtifactError as exc:
+        log.warning("document %r not checked: %s", doc.name, exc)
+        raise _Refused(503, "artifact.unavailable", "the artifact store could not be read; retry") from exc
+    if not owned:
         raise _Refused(
             422,
             "job.input_not_found",
-            f"documents.{position} ({doc.name!r}): artifact {pointer.path} is {check.status} in the store",
+            f"documents.{position} ({doc.name!r}): no such upload (upload it with POST /artifacts)",
         )
     return DocumentRef(name=doc.name, artifact=pointer, media_type=doc.media_type)
 
@@ -306,7 +317,8 @@ async def upload_artifact(
     state: Annotated[ApiState, Depends(api_state)],
     name: Annotated[str | None, Query(max_length=512, description="the file's name (echoed)")] = None,
 ) -> JSONResponse:
-    """Store the raw request body (a document for ``case.ingest``); answers its pointer."""
+    """Store the raw request body (a document for ``case.ingest``) as the caller's tenant's
+    upload; answers its pointer."""
     limit = state.settings.max_upload_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
@@ -320,7 +332,8 @@ async def upload_artifact(
         return error_response(422, "admission.empty_upload", "the request body is empty")
     media_type = (request.headers.get("content-type") or "").split(";", 1)[0].strip() or None
     try:
-        pointer = await aput(state.artifacts, bytes(body), kind="upload", media_type=media_type)
+        kind = upload_kind(request_principal(request).tenant_id)
+        pointer = await aput(state.artifacts, bytes(body), kind=kind, media_type=media_type)
     except ArtifactError as exc:
         log.warning("upload not stored: %s", exc)
         return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")

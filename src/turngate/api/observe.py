@@ -17,7 +17,8 @@ from sse_starlette.sse import EventSourceResponse
 from turngate import __version__
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
-from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, Event
+from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, MAX_ID_CHARS, Event
+from turngate.core.json_depth import MAX_JSON_DEPTH
 from turngate.jobs.models import JOB_TYPES
 from turngate.jobs.queues import job_queues
 from turngate.jobs.status import job_runtime
@@ -145,6 +146,8 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
             "snapshot_max_limit": SNAPSHOT_MAX_LIMIT,
             "max_declared_refs": settings.max_declared_refs,
             "max_declared_tools": settings.max_declared_tools,
+            "max_json_depth": MAX_JSON_DEPTH,
+            "max_id_chars": MAX_ID_CHARS,
             "rate_limit_per_s": settings.rate_limit_per_s,
             "rate_limit_burst": settings.rate_limit_burst,
             "max_streams_per_key": settings.max_streams_per_key,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any
@@ -27,13 +28,16 @@ from sqlalchemy import ColumnElement, and_, case, func, select
 from turngate import __version__
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
-from turngate.artifacts import ArtifactError
-from turngate.audit.verify import iter_pointers, parse_pointer
+from turngate.artifacts import ArtifactError, ArtifactNotFoundError, is_content_addressed
+from turngate.audit.verify import parse_pointer
 from turngate.core.events import Event
+from turngate.core.manifest import ArtifactPointer
+from turngate.core.pointers import server_pointers
 from turngate.ledger.schema import events, index_column
 from turngate.ledger.store import event_from_row
 from turngate.workflows.shared import turn_workflow_id
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/ui/api", tags=["ui"])
 
 DEFAULT_TEMPORAL_UI_URL = "http://127.0.0.1:8233"
@@ -490,6 +494,28 @@ async def turn(
     }
 
 
+#: What any artifact that cannot be served answers: absent, not pointed to by this turn's own
+#: server-written fields, or a pointer whose path is not its sha256's. One answer for all, so it
+#: tells nothing about what exists.
+ARTIFACT_NOT_FOUND = ("ui.artifact_not_found", "this turn's events point to no such artifact")
+
+
+def turn_pointer(turn: Sequence[Event], artifact_id: str) -> ArtifactPointer | None:
+    """The content-addressed pointer to ``artifact_id`` that the gateway wrote into one of these
+    events; ``None`` when there is none (pointer-shaped client data never counts)."""
+    for event in turn:
+        for raw in server_pointers(str(event.kind), event.payload):
+            if artifact_id not in (raw.get("artifact_id"), raw.get("sha256")):
+                continue
+            try:
+                pointer = parse_pointer(raw)
+            except ValueError:
+                continue
+            if is_content_addressed(pointer):
+                return pointer
+    return None
+
+
 @router.get("/artifact", response_model=None)
 async def artifact(
     request: Request,
@@ -498,23 +524,13 @@ async def artifact(
     artifact_id: Annotated[str, Query(pattern=r"^sha256:[0-9a-f]{64}$")],
 ) -> dict[str, Any] | JSONResponse:
     """An artifact that one of this turn's events points to (a context manifest, the pinned
-    prompt snapshot, a fault snapshot), parsed when it is JSON. Only pointers recorded in the
-    turn's own events are served: nothing else in the store is reachable from here."""
+    prompt snapshot, a fault snapshot, fetched handle text, an offloaded message or answer),
+    parsed when it is JSON. Only pointers the gateway wrote into the caller's own turn are served,
+    and only at the path their sha256 names: nothing else in the store is reachable from here."""
     found = await asyncio.to_thread(load_turn, state, caller_tenant(request), correlation_id)
-    pointer = None
-    for event in found:
-        for raw in iter_pointers(event.payload):
-            if raw.get("artifact_id") == artifact_id or raw.get("sha256") == artifact_id:
-                pointer = raw
-                break
-        if pointer is not None:
-            break
-    if pointer is None:
-        return error_response(404, "ui.artifact_not_found", "this turn's events point to no such artifact")
-    try:
-        parsed = parse_pointer(pointer)
-    except ValueError as exc:
-        return error_response(422, "ui.artifact_pointer_invalid", str(exc))
+    parsed = turn_pointer(found, artifact_id)
+    if parsed is None:
+        return error_response(404, *ARTIFACT_NOT_FOUND)
     if parsed.size_bytes > ARTIFACT_MAX_BYTES:
         return error_response(
             413,
@@ -523,9 +539,11 @@ async def artifact(
         )
     try:
         data = await asyncio.to_thread(state.artifacts.get, parsed)
+    except ArtifactNotFoundError:
+        return error_response(404, *ARTIFACT_NOT_FOUND)
     except ArtifactError as exc:
-        status = 404 if exc.code == "artifact.not_found" else 503
-        return error_response(status, exc.code, str(exc))
+        log.warning("artifact %s not read: %s", artifact_id, exc)
+        return error_response(503, "artifact.unavailable", "the artifact store could not be read; retry")
     try:
         content: Any = json.loads(data)
         media = "json"

@@ -30,6 +30,7 @@ from turngate.artifacts.store import (
     aget,
     aput,
     artifact_path,
+    is_content_addressed,
     open_artifact_store,
     parse_artifact_path,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "aput",
     "artifact_path",
     "format_report",
+    "is_content_addressed",
     "open_artifact_store",
     "parse_artifact_path",
     "parse_duration",

@@ -106,7 +106,7 @@ class LocalArtifactStore(BaseArtifactStore):
                 os.close(fd)
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            raise ArtifactNotFoundError(f"no artifact at {path} in {self.describe()}") from None
+            raise ArtifactNotFoundError(f"no artifact at {path}") from None
         except OSError as exc:
             raise _unavailable("read", Path(name), exc) from exc
 

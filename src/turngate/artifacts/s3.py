@@ -202,7 +202,7 @@ class S3ArtifactStore(BaseArtifactStore):
             return response["Body"].read()
         except ClientError as exc:
             if _error_code(exc) in _NOT_FOUND_CODES:
-                raise ArtifactNotFoundError(f"no artifact at {path} in {self.describe()}") from None
+                raise ArtifactNotFoundError(f"no artifact at {path}") from None
             raise self._wrap(exc, "get", key) from exc
         except BotoCoreError as exc:
             raise self._wrap(exc, "get", key) from exc

@@ -190,6 +190,18 @@ def parse_artifact_path(path: str) -> ParsedPath | None:
     return ParsedPath(retention=retention, kind=kind, hex=hex_digest)  # type: ignore[arg-type]
 
 
+def is_content_addressed(pointer: ArtifactPointer) -> bool:
+    """Whether ``pointer.path`` is a path this store lays out for ``pointer.sha256`` (and its
+    ``artifact_id`` is that digest): a pointer naming one object's hash and another object's path
+    is never read."""
+    parsed = parse_artifact_path(pointer.path)
+    try:
+        expected = normalize_digest(pointer.sha256)
+    except ValueError:
+        return False
+    return parsed is not None and parsed.digest == expected == pointer.artifact_id
+
+
 def digest_hex(value: str) -> str:
     """The 64 hex characters of ``sha256:<hex>`` (or of a bare hex digest)."""
     hex_digest = value[len(DIGEST_PREFIX) :] if value.startswith(DIGEST_PREFIX) else value
@@ -339,7 +351,9 @@ class BaseArtifactStore(abc.ABC):
     def get(self, ref: ArtifactPointer | str) -> bytes:
         """The stored bytes of a pointer, or of any artifact with this ``sha256:<hex>`` digest.
 
-        Returns what is stored, unverified: :meth:`check` is the integrity check.
+        A pointer whose path is not the one of its sha256 is not found (see
+        :func:`is_content_addressed`). Returns what is stored, unverified: :meth:`check` is the
+        integrity check.
         """
         return self._read(self._resolve(ref))
 
@@ -449,6 +463,8 @@ class BaseArtifactStore(abc.ABC):
 
     def _resolve(self, ref: ArtifactPointer | str) -> str:
         if isinstance(ref, ArtifactPointer):
+            if not is_content_addressed(ref):
+                raise ArtifactNotFoundError("no artifact at this pointer (its path is not its sha256's)")
             return ref.path
         if isinstance(ref, str):
             try:

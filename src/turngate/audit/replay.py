@@ -26,7 +26,6 @@ from turngate.audit.verify import (
     config_map,
     decision_problem_kind,
     fetch_candidates,
-    iter_pointers,
     ledger_candidates,
     parse_pointer,
     stored_config_digest,
@@ -35,6 +34,7 @@ from turngate.core.context import ContextConfig
 from turngate.core.decision import decide, verify_decision
 from turngate.core.events import Event, EventKind, event_digest
 from turngate.core.models import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
+from turngate.core.pointers import server_pointers
 from turngate.core.policy import LoadedPolicy, PolicyLoadError, load_policy
 from turngate.ledger import LedgerStore
 from turngate.ledger.schema import events, index_column
@@ -320,7 +320,7 @@ def _artifact_check(checks: _Checks, artifacts: ArtifactStore, turn: Sequence[Ev
     problems: list[str] = []
     count = 0
     for event in turn:
-        for raw in iter_pointers(event.payload):
+        for raw in server_pointers(str(event.kind), event.payload):
             count += 1
             try:
                 check = artifacts.check(parse_pointer(raw))

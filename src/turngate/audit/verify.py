@@ -17,7 +17,8 @@ c. ``boundary.context_config_digest`` against the configs the verifier knows (th
    first): a DECISION made under another config is a ``config_drift`` warning, not a failure,
    and its context digest cannot be recomputed without that config;
 d. ``normative_input_digests`` name earlier INTENT events only (the context system: no observation leaked);
-e. every artifact pointer found anywhere in any payload is re-hashed by the artifact store.
+e. every artifact pointer the gateway wrote (:func:`turngate.core.pointers.server_pointers`) is
+   re-hashed by the artifact store; pointer-shaped objects in a client's data are plain data.
 
 The ledger is streamed once in index order inside one read transaction, ``batch_size`` rows at a
 time: each batch is parsed and digested once (the chain checks), then its DECISIONs, EXECUTIONs
@@ -32,7 +33,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableSequence, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -69,6 +70,7 @@ from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.decision import verify_decision
 from turngate.core.events import Event, EventKind
 from turngate.core.manifest import ArtifactPointer
+from turngate.core.pointers import server_pointers
 from turngate.core.refs import ref_lookup_ids
 from turngate.ledger import LedgerStore
 from turngate.ledger.schema import EVENT_COLUMNS, events, index_column
@@ -87,8 +89,6 @@ from turngate.ledger.verify import (
     seed_before,
 )
 
-#: Keys that make a JSON object an artifact pointer (``created_at`` is optional).
-POINTER_KEYS: frozenset[str] = frozenset({"artifact_id", "path", "sha256", "size_bytes"})
 #: INTENTs kept in memory until their DECISION streams by (older ones are looked up again).
 PENDING_INTENTS = 10_000
 #: Recently checked artifact pointers (an artifact referenced twice is hashed once).
@@ -167,63 +167,6 @@ ProgressFn = Callable[[int, int], None]
 
 
 # --------------------------------------------------------------------------- shared helpers
-
-
-def iter_pointers(value: Any, keyed: int | None = None) -> Iterator[Mapping[str, Any]]:
-    """Every JSON object in ``value`` that is an artifact pointer (has every key of
-    :data:`POINTER_KEYS`), depth first; a pointer's own fields are not searched further.
-
-    ``keyed``: at most this many objects in ``value`` have an ``artifact_id`` key (see
-    :func:`pointer_key_bound`); the walk stops once it has seen that many, since no pointer
-    can remain. None: walk everything."""
-    if keyed is not None and isinstance(value, dict):
-        # The common shape: every object with that key is a value of the top-level object
-        # (a payload's ``manifest`` pointer). Then nothing nested can hold a pointer, and the
-        # walk below would yield exactly these, in this order.
-        top = [child for child in value.values() if isinstance(child, dict) and "artifact_id" in child]
-        if len(top) == keyed:
-            for child in top:
-                if child.keys() >= POINTER_KEYS:
-                    yield child
-            return
-    stack = [value]
-    pop, extend = stack.pop, stack.extend
-    containers = (dict, list)
-    while stack:
-        item = pop()
-        if isinstance(item, dict):
-            if "artifact_id" in item:
-                if item.keys() >= POINTER_KEYS:
-                    yield item
-                    if keyed is not None:
-                        keyed -= 1
-                        if keyed <= 0:
-                            return
-                    continue
-                if keyed is not None:
-                    keyed -= 1
-                    if keyed <= 0:
-                        return
-            children: Iterable[Any] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        # Only containers can hold a pointer: scalars never go on the stack.
-        found = [child for child in children if isinstance(child, containers)]
-        if found:
-            found.reverse()
-            extend(found)
-
-
-def pointer_key_bound(text: Any) -> int | None:
-    """An upper bound on the objects with an ``artifact_id`` key in the value that the stored
-    JSON ``text`` parses to, or None when the text does not tell: without ``\\u`` escapes
-    every key is spelled literally, so each such object needs its own literal
-    ``"artifact_id"`` (a string value or a duplicate key spelled so only raises the bound)."""
-    if not isinstance(text, str) or "\\u" in text:
-        return None
-    return text.count('"artifact_id"')
 
 
 def check_artifact(store: ArtifactStore, pointer: ArtifactPointer) -> tuple[str, str, str]:
@@ -665,9 +608,8 @@ class _Audit:
         # The batch's artifacts one after another (file reads back to back run faster than
         # interleaved with the DECISION work; findings are sorted by index in the end).
         for row, payload in rows:
-            bound = pointer_key_bound(row["payload"]) if payload is not None else 0
-            if bound != 0:  # 0: the text names no artifact_id key, so it holds no pointer
-                for raw in iter_pointers(payload, bound):
+            if payload is not None:
+                for raw in server_pointers(row["kind"], payload):
                     self._pointer(row, raw)
         for row, _payload in rows:
             # The caches keep rows with their parsed payloads: the text is not needed again.

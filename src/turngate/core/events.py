@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError
 
 from turngate.core.canonical import canonical_bytes, digest_bytes
+from turngate.core.json_depth import MAX_JSON_DEPTH, too_deep
+from turngate.core.pointers import SERVER_OWNED_BODY_FIELDS
 
 INTERFACE_VERSION = 3
 KNOWN_INTENT_TYPES: frozenset[str] = frozenset({"chat.message"})
@@ -24,6 +26,17 @@ DEFAULT_MAX_DECLARED_TOOLS = 20
 OBS_KEY = "_obs"
 
 NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+#: Longest identifier (correlation, thread, turn, stream id, lane, actor), in characters.
+MAX_ID_CHARS = 200
+#: No C0 control character (NUL, CR, LF, ...) nor DEL in an identifier: ids end up in log lines,
+#: SSE fields, workflow ids and PostgreSQL text, which cannot hold NUL.
+ID_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+#: An identifier as the client sent it, white space around it removed. Not NFC-normalised: ids
+#: are compared as exact strings (two spellings of one name are two ids) and recorded as sent.
+IdStr = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)
+]
+_ID_FIELDS = frozenset({"correlation_id", "thread_id", "turn_id", "stream_id", "lane", "actor"})
 ToolName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.]{0,63}$")]
 
 
@@ -120,12 +133,12 @@ class IntentBody(_Strict):
 
 
 class IntentPayload(_Strict):
-    stream_id: NonEmptyStr = "default"
-    lane: NonEmptyStr = "user_chat"
-    actor: NonEmptyStr = "user"
+    stream_id: IdStr = "default"
+    lane: IdStr = "user_chat"
+    actor: IdStr = "user"
     intent_type: NonEmptyStr
-    thread_id: NonEmptyStr | None = None
-    turn_id: NonEmptyStr | None = None
+    thread_id: IdStr | None = None
+    turn_id: IdStr | None = None
     parent_turn_id: NonEmptyStr | None = None
     requested_model_id: NonEmptyStr | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -152,7 +165,7 @@ SERVER_OWNED_FIELDS: tuple[str, ...] = ("principal",)
 
 class IntentEnvelope(_Strict):
     interface_version: Literal[3]
-    correlation_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    correlation_id: IdStr
     payload: IntentPayload
     principal: IntentPrincipal | None = None
 
@@ -219,9 +232,21 @@ def _reason_for(error: dict[str, Any]) -> str:
         return "admission.unsupported_interface_version"
     if loc[-2:] == ("payload", "message") and kind == "string_too_short":
         return "admission.empty_message"
+    if loc and loc[-1] in _ID_FIELDS and kind == "string_too_long":
+        return "admission.id_too_long"
+    if loc and loc[-1] in _ID_FIELDS and kind == "string_pattern_mismatch":
+        return "admission.id_invalid_character"
     if any(kind.endswith(suffix) for suffix in _TYPE_ERRORS):
         return "admission.invalid_type"
     return "admission.invalid_value"
+
+
+def check_json_depth(body: bytes | str, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse a body nested deeper than ``limit`` before anything parses it (400)."""
+    if too_deep(body, limit):
+        raise AdmissionError(
+            "admission.too_deep", f"the body nests objects and arrays deeper than {limit} levels"
+        )
 
 
 def parse_intent(
@@ -234,6 +259,7 @@ def parse_intent(
 ) -> IntentEnvelope:
     """Parse and validate an intent envelope, raising :class:`AdmissionError` on bad input."""
     if isinstance(raw, bytes | str):
+        check_json_depth(raw)
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -243,6 +269,7 @@ def parse_intent(
     if not isinstance(data, dict):
         raise AdmissionError("admission.invalid_type", "the envelope must be a JSON object")
     data = {key: value for key, value in data.items() if key not in SERVER_OWNED_FIELDS}
+    _refuse_server_owned_body_fields(data)
     try:
         envelope = IntentEnvelope.model_validate(data)
     except ValidationError as exc:
@@ -275,6 +302,22 @@ def parse_intent(
     except ValueError as exc:
         raise AdmissionError("admission.invalid_value", f"{exc} (send such numbers as strings)") from exc
     return envelope
+
+
+def _refuse_server_owned_body_fields(data: dict[str, Any]) -> None:
+    """A client's ``payload.payload`` may carry extra fields, but not the ones the gateway sets
+    (the pointer of an offloaded message): those would be read back as the gateway's own."""
+    body = data.get("payload")
+    body = body.get("payload") if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        return
+    for name in SERVER_OWNED_BODY_FIELDS:
+        if name in body:
+            raise AdmissionError(
+                "admission.server_owned_field",
+                f"payload.payload.{name} is set by the gateway, never by a client",
+                f"payload.payload.{name}",
+            )
 
 
 def _check_count(name: str, count: int, limit: int, reason_code: str) -> None:

@@ -7,10 +7,13 @@ manifest and the DECISION. Guardrails, in the order they apply:
 1. ``ALLOW_HANDLE_CONTENT_FETCH`` must be true            -> ``workbench.disabled``
 2. the handle's kind is in ``WORKBENCH_ADMIT_KINDS``       -> ``workbench.kind_not_admitted``
 3. the resolver URL is http/https with a host              -> ``workbench.bad_url``
+   and the handle id is not ``.`` or ``..`` (a path step)       -> ``workbench.bad_handle``
 4. every address the host resolves to is outside the deny-list (link-local, cloud metadata,
    unspecified, multicast by default; ``WORKBENCH_DENY_NETWORKS`` replaces it), checked before
-   connecting and again for every redirect hop; plain http connects to the checked address
-   (no second DNS lookup between check and use)                    -> ``workbench.denied_address``
+   connecting and again for every redirect hop, with the IPv4 address inside an IPv4-mapped,
+   -compatible, 6to4, NAT64 or Teredo IPv6 address checked too; plain http connects to the
+   checked address (no second DNS lookup between check and use) -> ``workbench.denied_address``
+   (a name that does not resolve                                    -> ``workbench.connection``)
 5. redirects only to the same scheme, host and port, at most 3     -> ``workbench.redirect_refused``
 6. HTTP status 200                                                 -> ``workbench.http_error``
 7. ``Content-Type: text/plain`` (any charset)                      -> ``workbench.content_type``
@@ -48,6 +51,8 @@ DEFAULT_DENY_NETWORKS: tuple[str, ...] = (
     "ff00::/8",  # IPv6 multicast
 )
 MAX_REDIRECTS = 3
+#: Handle ids that a URL would read as a path step (the resolver's base path or its parent).
+DOT_SEGMENTS = frozenset({"", ".", ".."})
 _TRUE = {"1", "true", "yes", "on"}
 
 
@@ -116,14 +121,54 @@ def _resolve(host: str, port: int) -> list[str]:
     return sorted({info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)})
 
 
-def _check_addresses(addresses: Sequence[str], deny: Sequence[str], host: str) -> None:
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+#: NAT64 prefixes whose last 32 bits are an IPv4 address (RFC 6052 well-known, RFC 8215 local).
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+def address_forms(ip: IPAddress) -> list[IPAddress]:
+    """``ip`` and every IPv4 address an IPv6 address carries: IPv4-mapped (``::ffff:a.b.c.d``),
+    IPv4-compatible (``::a.b.c.d``), 6to4 (``2002::/16``), NAT64 (``64:ff9b::/96``,
+    ``64:ff9b:1::/48``) and Teredo (the client). Each form is matched against the deny-list,
+    since a connection to such an address may reach the IPv4 one."""
+    forms: list[IPAddress] = [ip]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            forms.append(ip.ipv4_mapped)
+        if ip in _IPV4_COMPATIBLE and int(ip) > 1:  # not :: and ::1
+            forms.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if ip.sixtofour is not None:
+            forms.append(ip.sixtofour)
+        if any(ip in prefix for prefix in _NAT64):
+            forms.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if ip.teredo is not None:
+            forms.append(ip.teredo[1])
+    return forms
+
+
+def is_denied(address: str, deny: Sequence[str]) -> bool:
+    """Whether ``address`` (any textual form; a zone id is ignored) or an IPv4 address embedded
+    in it lies in one of the ``deny`` networks."""
     networks = [ipaddress.ip_network(n, strict=False) for n in deny]
+    forms = address_forms(ipaddress.ip_address(address.split("%", 1)[0]))
+    return any(ip.version == net.version and ip in net for ip in forms for net in networks)
+
+
+def _check_addresses(addresses: Sequence[str], deny: Sequence[str], host: str) -> None:
     if not addresses:
         raise _Refused("workbench.connection", f"{host} does not resolve")
     for address in addresses:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-        if any(ip.version == net.version and ip in net for net in networks):
-            raise _Refused("workbench.denied_address", f"{host} resolves to a denied address ({ip})")
+        if is_denied(address, deny):
+            raise _Refused("workbench.denied_address", f"{host} resolves to a denied address ({address})")
+
+
+async def _resolved(resolve: Resolver, host: str, port: int) -> list[str]:
+    """The addresses of ``host``; a name that does not resolve is a refusal, not an error."""
+    try:
+        return list(await asyncio.to_thread(resolve, host, port))
+    except (OSError, UnicodeError) as exc:  # socket.gaierror is an OSError
+        raise _Refused("workbench.connection", f"{host} does not resolve ({type(exc).__name__})") from exc
 
 
 def _split(url: str) -> tuple[str, str, int]:
@@ -153,6 +198,9 @@ async def fetch_handle(
             raise _Refused("workbench.kind_not_admitted", f"kind {kind!r} is not in WORKBENCH_ADMIT_KINDS")
         if not config.resolver_url:
             raise _Refused("workbench.bad_url", "WORKBENCH_RESOLVER_URL is not set")
+        if handle_id.strip() in DOT_SEGMENTS:
+            # "/" is escaped below, so only a whole id of dots would climb out of the base path.
+            raise _Refused("workbench.bad_handle", "a handle id cannot be '.' or '..'")
         url = config.resolver_url.rstrip("/") + "/" + quote(handle_id, safe="")
         async with asyncio.timeout(config.timeout_ms / 1000):
             content, media_type = await _fetch(config, url, resolve or _resolve)
@@ -191,7 +239,7 @@ async def _fetch(config: WorkbenchConfig, url: str, resolve: Resolver) -> tuple[
             scheme, host, port = _split(url)
             if (scheme, host, port) != origin:
                 raise _Refused("workbench.redirect_refused", "a redirect to another host, port or scheme")
-            addresses = await asyncio.to_thread(resolve, host, port)
+            addresses = await _resolved(resolve, host, port)
             _check_addresses(addresses, config.deny_networks, host)
             target, extra = url, {}
             if scheme == "http":  # connect to the address just checked (no second lookup)
