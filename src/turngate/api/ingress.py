@@ -25,7 +25,8 @@ from turngate.api.errors import admission_response, error_response
 from turngate.api.jobs import submit_job
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
-from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, aput
+from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError
+from turngate.artifacts.deadline import aput_within
 from turngate.core.events import (
     AdmissionError,
     Event,
@@ -81,7 +82,13 @@ async def _offload_large_message(state: ApiState, envelope: IntentEnvelope) -> I
     data = envelope.message.encode("utf-8")
     if len(data) <= INLINE_LIMIT_BYTES:
         return envelope
-    pointer = await aput(state.artifacts, data, kind="message", media_type="text/plain; charset=utf-8")
+    pointer = await aput_within(
+        state.artifacts,
+        data,
+        state.settings.artifact_deadline_s,
+        kind="message",
+        media_type="text/plain; charset=utf-8",
+    )
     body = envelope.payload.payload.model_copy(
         update={
             "message": envelope.message[:MESSAGE_PREVIEW_CHARS],

@@ -18,6 +18,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
+    from turngate.artifacts.deadline import MAX_ARTIFACT_DEADLINE_S
     from turngate.core.assembly import assemble
     from turngate.core.canonical import canonical_bytes
     from turngate.core.context import ContextConfig
@@ -55,6 +56,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
+# Steps that also write artifacts: their writes end by the boundary's artifact deadline (at most
+# 60 s, then SYSTEM_ERROR), the ledger work around them gets the usual step timeout on top.
+ARTIFACT_STEP_TIMEOUT = LEDGER_STEP_TIMEOUT + timedelta(seconds=MAX_ARTIFACT_DEADLINE_S)
 LEDGER_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=50),
     maximum_interval=timedelta(seconds=5),
@@ -103,7 +107,7 @@ class TurnWorkflow:
                 ref_ids=ref_lookup_ids(list(envelope.payload.declared_refs)),
             ),
             result_type=BeginTurnResult,
-            start_to_close_timeout=LEDGER_STEP_TIMEOUT,
+            start_to_close_timeout=ARTIFACT_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
         )
         intent = begin.intent
@@ -405,7 +409,9 @@ class TurnWorkflow:
             "turngate.append_event",
             inp,
             result_type=Event,
-            start_to_close_timeout=LEDGER_STEP_TIMEOUT,
+            start_to_close_timeout=ARTIFACT_STEP_TIMEOUT
+            if inp.manifest or inp.snapshots
+            else LEDGER_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
         )
 

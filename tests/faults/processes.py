@@ -1,0 +1,53 @@
+"""A turngate made of real child processes (`turngate worker` + `turngate serve`) for the
+fault suite, with the helpers its tests share."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from tests.processes import spawn, wait_http
+from turngate.ledger import LedgerStore
+from turngate.settings import Settings
+
+
+@contextlib.contextmanager
+def child_stack(settings: Settings, logs: Path, **env: str) -> Iterator[str]:
+    """Worker and API as child processes sharing ``env``; yields the API's base URL."""
+    base = f"http://127.0.0.1:{settings.port}"
+    worker = spawn(["worker"], settings, logs / "worker.log", **env)
+    api = spawn(["serve", "--port", str(settings.port)], settings, logs / "api.log", **env)
+    try:
+        wait_http(f"{base}/healthz", 60)
+        yield base
+    finally:
+        for proc in (api, worker):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except Exception:
+                    proc.kill()
+                    proc.wait(10)
+
+
+def kinds(store: LedgerStore, correlation_id: str) -> list[str]:
+    return [str(e.kind) for e in store.by_correlation(correlation_id)]
+
+
+def intents_without_decision(store: LedgerStore) -> list[str]:
+    _, events = store.snapshot(limit=2000)
+    decided = {e.correlation_id for e in events if str(e.kind) == "DECISION"}
+    return [e.correlation_id for e in events if str(e.kind) == "INTENT" and e.correlation_id not in decided]
+
+
+async def until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
