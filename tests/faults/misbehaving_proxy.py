@@ -1,7 +1,9 @@
 """A TCP proxy on 127.0.0.1 that misbehaves on command: the real misbehaving server of the fault
 tests. In front of moto's S3 server (or any TCP server) it either forwards, accepts and never
 answers (``stall``), or answers every HTTP request with a 500 (``error500``). Changing the mode
-drops the connections it holds, so a client's kept-alive connection cannot outlive a mode.
+drops the connections it holds, so a client's kept-alive connection cannot outlive a mode. While
+forwarding, ``cut_on`` (bytes) drops any connection whose client sends them: a database that
+fails exactly the query that carries, say, ``turn_id = `` in its text.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from typing import Literal
 
 Mode = Literal["forward", "stall", "error500"]
@@ -25,6 +28,8 @@ class MisbehavingProxy:
         self.mode: Mode = mode
         self.connections = 0
         self.errors_sent = 0
+        self.cut_on: bytes | None = None
+        self.cuts = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._open: set[socket.socket] = set()
@@ -109,12 +114,19 @@ class MisbehavingProxy:
         with self._lock:
             self._open.add(upstream)
         threading.Thread(target=_pipe, args=(upstream, client), daemon=True).start()
-        _pipe(client, upstream)
+        _pipe(client, upstream, self._cut)
+
+    def _cut(self, chunk: bytes) -> bool:
+        if self.cut_on is None or self.cut_on not in chunk:
+            return False
+        with self._lock:
+            self.cuts += 1
+        return True
 
 
-def _pipe(source: socket.socket, sink: socket.socket) -> None:
+def _pipe(source: socket.socket, sink: socket.socket, cut: Callable[[bytes], bool] = lambda _: False) -> None:
     with contextlib.suppress(OSError):
-        while chunk := source.recv(65536):
+        while (chunk := source.recv(65536)) and not cut(chunk):
             sink.sendall(chunk)
     _close(source)
     _close(sink)

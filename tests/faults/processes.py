@@ -15,11 +15,15 @@ from turngate.settings import Settings
 
 
 @contextlib.contextmanager
-def child_stack(settings: Settings, logs: Path, **env: str) -> Iterator[str]:
-    """Worker and API as child processes sharing ``env``; yields the API's base URL."""
+def child_stack(
+    settings: Settings, logs: Path, *, api_env: dict[str, str] | None = None, **env: str
+) -> Iterator[str]:
+    """Worker and API as child processes sharing ``env`` (the API with ``api_env`` on top);
+    yields the API's base URL."""
     base = f"http://127.0.0.1:{settings.port}"
     worker = spawn(["worker"], settings, logs / "worker.log", **env)
-    api = spawn(["serve", "--port", str(settings.port)], settings, logs / "api.log", **env)
+    api_args = ["serve", "--port", str(settings.port)]
+    api = spawn(api_args, settings, logs / "api.log", **(env | (api_env or {})))
     try:
         wait_http(f"{base}/healthz", 60)
         yield base
