@@ -262,9 +262,7 @@ async def _run_turn(
         )
     except LedgerUnavailableError as exc:
         log.warning("could not read turn %s from the ledger: %s", workflow_id, exc)
-        return error_response(
-            503, "ledger.unavailable", "the ledger cannot be read; the turn runs on"
-        )
+        return error_response(503, "ledger.unavailable", "the ledger cannot be read; the turn runs on")
     if waited is None:  # the client left: nobody reads an answer (the turn runs on)
         return Response(status_code=204)
     events, satisfied = waited
