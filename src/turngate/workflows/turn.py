@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         next_phase,
         offered_tools,
     )
+    from turngate.workflows.prompt_guard import prompt_failure
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -122,7 +123,11 @@ class TurnWorkflow:
             ProviderCatalog.model_validate(boundary.provider_catalog),
         )
         prompts = parse_prompt_config(boundary.prompt_config) if boundary.prompt_config else None
-        system = self._system_prompt(prompts, begin, intent)
+        try:
+            system = self._system_prompt(prompts, begin, intent)
+        except Exception as exc:  # deterministic: a recorded DENY, never a task retried forever
+            system = None
+            begin = begin.model_copy(update={"prompt_error": prompt_failure(exc)})
         outcome = self._decide(intent, begin.candidates, boundary, model, system, begin)
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
