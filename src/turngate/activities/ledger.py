@@ -12,6 +12,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from turngate.activities.snapshots import snapshot_bytes
 from turngate.artifacts import ArtifactError, ArtifactStore
 from turngate.artifacts.deadline import StorageDeadline
 from turngate.core.canonical import canonical_bytes
@@ -102,7 +103,7 @@ class LedgerActivities:
         try:
             snapshots: dict[str, Any] = {}
             for name, text in sorted(inp.snapshots.items()):
-                data = text.encode()
+                data = deadline.call(name, lambda name=name, text=text: snapshot_bytes(name, text, store.get))
                 pointer = deadline.call(
                     name, lambda data=data, name=name: store.put(data, kind=name, retention="snapshot")
                 )
@@ -111,7 +112,9 @@ class LedgerActivities:
             if snapshots:
                 payload["fault_snapshots"] = snapshots
             if inp.manifest is not None:
-                manifest = canonical_bytes(dict(inp.manifest, artifacts=stored))
+                manifest = canonical_bytes(
+                    dict(inp.manifest, artifacts=stored, snapshot_id=_snapshot_id(snapshots, inp.manifest))
+                )
                 pointer = deadline.call("manifest", lambda: store.put(manifest, kind="manifest"))
                 payload["manifest"] = pointer.model_dump(mode="json")
             # Past the deadline the workflow may already record this step as SYSTEM_ERROR: a
@@ -137,3 +140,11 @@ class LedgerActivities:
             raise ApplicationError(str(exc), type="ledger.conflict", non_retryable=True) from exc
         observe_ledger_event(event, self._metrics)
         return event
+
+
+def _snapshot_id(snapshots: dict[str, Any], manifest: dict[str, Any]) -> str | None:
+    """The manifest's ``snapshot_id``: the step's prompt snapshot, else its first snapshot."""
+    if not snapshots:
+        return manifest.get("snapshot_id")
+    chosen = snapshots.get("prompt_snapshot") or snapshots[min(snapshots)]
+    return str(chosen["artifact_id"])
