@@ -108,6 +108,7 @@ async def test_a_provider_fault_snapshots_the_exact_request(tmp_path: Path, temp
         (Path(settings.effective_artifacts) / pinned["path"]).unlink()
         later = envelope("again", correlation_id="c-lost", thread_id="t-pin", turn_id="c-lost")
         later["payload"]["parent_turn_id"] = "c-pin"
+        later["payload"]["declared_refs"] = [{"ref_type": "event", "ref_id": "c-pin"}]
         decision = _post(base, later)["decision"]["payload"]
         assert decision["reason_codes"] == ["SYSTEM_ERROR"]
         assert decision["error"]["missing_pointers"] == ["prompt_snapshot"]

@@ -8,17 +8,30 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.faults.processes import intents_without_decision
-from tests.processes import spawn, wait_http
+from tests.faults.processes import child_stack, intents_without_decision
+from tests.processes import process_env, spawn, wait_http
 from tests.stack import envelope, make_settings
 from turngate.ledger import LedgerStore, verify_ledger
+from turngate.settings import Settings
 
 POLICY = "tests.faults.fragile_builder"
+
+
+def _verify_replaying_policy(settings: Settings, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "turngate", "verify", "--replay-policy", "--json"],
+        env=process_env(settings, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _profiles(file_layers: list[str]) -> dict[str, Any]:
@@ -42,6 +55,7 @@ def _turn(base: str, correlation_id: str, thread: str, parent: str | None = None
     body = envelope("hello", correlation_id=correlation_id, thread_id=thread, turn_id=correlation_id)
     if parent:
         body["payload"]["parent_turn_id"] = parent
+        body["payload"]["declared_refs"] = [{"ref_type": "event", "ref_id": parent}]
     if inputs:
         body["payload"]["inputs"] = inputs
     resp = httpx.post(f"{base}/ingress/intent", params={"wait": "execution"}, json=body, timeout=120)
@@ -112,9 +126,42 @@ async def test_prompt_failures_are_recorded_denies_across_a_worker_restart(
         assert layers == ["persona", "tone", "fragile"]
         assert intents_without_decision(store) == []
         assert verify_ledger(store).ok
+        # The policy is deterministic: deciding again agrees (the prompt DENYs came after it).
+        verified = _verify_replaying_policy(settings, env)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
     finally:
         for proc in (api, worker):
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait(20)
         store.close()
+
+
+async def test_a_policy_that_reads_randomness_or_the_clock_is_caught_by_verify(
+    tmp_path: Path, temporal_server
+) -> None:
+    settings = make_settings(tmp_path, temporal_server.address, policy_module="tests.faults.coin_policy")
+    with child_stack(settings, tmp_path) as base:
+        for i in range(16):
+            resp = httpx.post(
+                f"{base}/ingress/intent",
+                params={"wait": "decision"},
+                json=envelope("toss", correlation_id=f"c-coin-{i}"),
+                timeout=120,
+            )
+            assert resp.status_code == 202, resp.text
+    # Every DECISION is well formed and verifies; only deciding again tells the policy apart.
+    plain = subprocess.run(
+        [sys.executable, "-m", "turngate", "verify", "--json"],
+        env=process_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    replayed = _verify_replaying_policy(settings, {})
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    report = json.loads(replayed.stdout)
+    kinds = {finding["kind"] for finding in report["failures"]}
+    assert kinds == {"policy_replay_mismatch"}
+    assert all("decides differently on replay" in f["detail"] for f in report["failures"])

@@ -306,7 +306,9 @@ class TurnWorkflow:
             execution=extra,
             prompt=pinned,
         )
-        if begin.prompt_error is not None:
+        if begin.prompt_error is not None and outcome.allowed:
+            # Only an allowed turn needs its prompt; an earlier DENY (a ref error, the policy)
+            # keeps its own reason and error, which verify recomputes.
             payload = dict(outcome.payload)
             payload.update(
                 decision="DENY", reason_codes=[begin.prompt_error["code"]], error=begin.prompt_error
