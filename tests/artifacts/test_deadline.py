@@ -72,3 +72,23 @@ def test_other_errors_pass_through_unretried() -> None:
     with pytest.raises(ValueError, match="bad pack"):
         deadline.call("prompt snapshot", lambda: (_ for _ in ()).throw(ValueError("bad pack")))
     assert deadline.attempts == 1
+
+
+def test_the_deadline_setting_is_bounded() -> None:
+    from pydantic import ValidationError
+
+    from turngate.settings import load_settings
+
+    assert load_settings().artifact_deadline_s == 15.0
+    assert load_settings(artifact_deadline_s=60).artifact_deadline_s == 60
+    assert load_settings(artifact_deadline_s=0.001).artifact_deadline_s == 0.001
+    for bad in (60.001, 0, -1):
+        with pytest.raises(ValidationError):
+            load_settings(artifact_deadline_s=bad)
+
+
+def test_the_worker_boundary_carries_the_deadline() -> None:
+    from turngate.settings import load_settings
+    from turngate.worker.boundary import load_boundary
+
+    assert load_boundary(load_settings(artifact_deadline_s=7.5)).artifact_deadline_s == 7.5
