@@ -3,15 +3,15 @@ fault suite, with the helpers its tests share."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from tests.processes import spawn, wait_http
+from tests.processes import spawn, until, wait_http
 from turngate.ledger import LedgerStore
 from turngate.settings import Settings
+
+__all__ = ["child_stack", "intents_without_decision", "kinds", "until"]
 
 
 @contextlib.contextmanager
@@ -46,12 +46,3 @@ def intents_without_decision(store: LedgerStore) -> list[str]:
     _, events = store.snapshot(limit=2000)
     decided = {e.correlation_id for e in events if str(e.kind) == "DECISION"}
     return [e.correlation_id for e in events if str(e.kind) == "INTENT" and e.correlation_id not in decided]
-
-
-async def until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")

@@ -5,7 +5,6 @@ that drops the connection carrying the turn read."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,18 @@ from tests.ledger.helpers import draft
 from tests.stack import api_server, envelope, make_settings
 from turngate.api.observe import SNAPSHOT_MAX_LIMIT
 from turngate.ledger import LedgerStore
+
+
+def _a_turn_runs(base: str, correlation_id: str) -> None:
+    """A turn is admitted and answered: no slot is left taken."""
+    resp = httpx.post(
+        f"{base}/ingress/intent",
+        params={"wait": "execution"},
+        json=envelope("hello", correlation_id=correlation_id),
+        timeout=60,
+    )
+    assert resp.status_code == 202, resp.text
+    assert resp.json()["execution"]["payload"]["output_text"] == "echo: hello"
 
 
 def _in_flight(base: str) -> int:
@@ -81,14 +92,7 @@ async def test_a_ledger_read_failing_mid_wait_gives_the_slot_back(
             # The only slot (TURNGATE_TURN_QUEUE_MAX=1) is back, and the turn ran on.
             await until(lambda: _in_flight(base) == 0, 60, "the slot to come back")
             await until(lambda: "EXECUTION" in kinds(store, "c-cut"), 60, "the first turn to finish")
-            resp = httpx.post(
-                f"{base}/ingress/intent",
-                params={"wait": "execution"},
-                json=envelope("hello", correlation_id="c-after"),
-                timeout=60,
-            )
-            assert resp.status_code == 202, resp.text
-            assert resp.json()["execution"]["payload"]["output_text"] == "echo: hello"
+            _a_turn_runs(base, "c-after")
     finally:
         proxy.close()
         store.close()
@@ -111,14 +115,6 @@ async def test_a_client_leaving_mid_wait_gives_the_slot_back(tmp_path: Path, tem
             assert _in_flight(base) == 1  # the turn still runs: its slot is still its own
             await until(lambda: "EXECUTION" in kinds(store, "c-leave"), 60, "the turn to finish")
             await until(lambda: _in_flight(base) == 0, 30, "the slot to come back")
-            resp = httpx.post(
-                f"{base}/ingress/intent",
-                params={"wait": "execution"},
-                json=envelope("hello", correlation_id="c-next"),
-                timeout=60,
-            )
-            assert resp.status_code == 202, resp.text
-            assert resp.json()["execution"]["payload"]["output_text"] == "echo: hello"
-            await asyncio.sleep(0)
+            _a_turn_runs(base, "c-next")
     finally:
         store.close()
