@@ -119,6 +119,11 @@ async def test_prompt_failures_are_recorded_denies_across_a_worker_restart(
         assert payload["error"]["cause"] == "prompts.layer_not_in_snapshot"
         assert "tone" in payload["error"]["detail"]
 
+        # The restarted worker denies a raising builder the same way.
+        again = _turn(base, "c-builder-2", "t-builder-2", explode=True)
+        assert again["decision"]["payload"]["reason_codes"] == ["prompt.builder_error"]
+        _decision_seen_everywhere(base, "c-builder-2", "prompt.builder_error")
+
         # A new thread snapshots the edited pack and runs; the builder works when not asked to fail.
         fresh = _turn(base, "c-fresh", "t-fresh")
         assert fresh["decision"]["payload"]["decision"] == "ALLOW"
