@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -51,3 +53,13 @@ def wait_http(url: str, timeout_s: float = 30.0) -> None:
             pass
         time.sleep(0.1)
     raise TimeoutError(f"{url} did not answer within {timeout_s}s")
+
+
+async def until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll ``check`` every 0.1 s until it holds; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")

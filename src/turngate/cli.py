@@ -309,6 +309,7 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         ledger_url=args.ledger_url,
         workers=args.workers,
         cache_events=args.cache_events,
+        replay_policy=args.replay_policy,
     )
 
 
@@ -447,6 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
             "at most this many recent events each process keeps parsed (default 16,384; 8-13 KB "
             "each). The cache starts at 4,096 and grows only when turns name events it has let "
             "go (many threads at once): lower it to cap memory. See docs/AUDIT.md"
+        ),
+    )
+    verify.add_argument(
+        "--replay-policy",
+        action="store_true",
+        help=(
+            "also decide every DECISION of the configured policy (TURNGATE_POLICY_MODULE) again: "
+            "a different answer (a policy reading the clock or randomness) is a failure"
         ),
     )
     verify.set_defaults(run=cmd_verify)

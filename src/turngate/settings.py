@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from turngate.artifacts.deadline import DEFAULT_ARTIFACT_DEADLINE_S, MAX_ARTIFACT_DEADLINE_S
+
 
 def _alias(*names: str) -> AliasChoices:
     return AliasChoices(*names)
@@ -39,6 +41,14 @@ class Settings(BaseSettings):
     ledger_url: str | None = Field(None, validation_alias=_alias("TURNGATE_LEDGER_URL"))
     # Artifact store: a local directory (default <data_dir>/artifacts) or s3://bucket/prefix.
     artifacts: str | None = Field(None, validation_alias=_alias("TURNGATE_ARTIFACTS"))
+    # Overall deadline of one turn step's artifact writes (manifest, fault/prompt snapshots, a
+    # large message at ingress); past it the turn records SYSTEM_ERROR (docs/ARTIFACTS.md).
+    artifact_deadline_s: float = Field(
+        DEFAULT_ARTIFACT_DEADLINE_S,
+        gt=0,
+        le=MAX_ARTIFACT_DEADLINE_S,
+        validation_alias=_alias("TURNGATE_ARTIFACT_DEADLINE_S"),
+    )
     # Token side channel for live streaming: sqlite (default, <data_dir>/stream.sqlite3) or redis://...
     token_bus_url: str | None = Field(None, validation_alias=_alias("TURNGATE_TOKEN_BUS_URL"))
 

@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 
 import httpx
 
-from tests.processes import spawn, wait_http
+from tests.processes import spawn, until, wait_http
 from tests.stack import envelope, make_settings, running_stack
 from turngate.ledger import LedgerStore, verify_ledger
 
 
 def _kinds(store: LedgerStore, correlation_id: str) -> list[str]:
     return [str(e.kind) for e in store.by_correlation(correlation_id)]
-
-
-async def _until(check, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_worker_killed_during_provider_call(tmp_path, temporal_server) -> None:
@@ -42,7 +32,7 @@ async def test_worker_killed_during_provider_call(tmp_path, temporal_server) -> 
             first.send_signal(signal.SIGKILL)
             first.wait(10)
             second = spawn(["worker"], settings, tmp_path / "worker-2.log")
-            await _until(lambda: "EXECUTION" in _kinds(store, "c-kill"), 60, "the EXECUTION")
+            await until(lambda: "EXECUTION" in _kinds(store, "c-kill"), 60, "the EXECUTION")
         assert _kinds(store, "c-kill") == ["INTENT", "DECISION", "EXECUTION"]
         execution = store.by_correlation("c-kill")[-1]
         assert execution.payload["output_text"] == "echo: one two three four five six seven eight"
@@ -77,7 +67,7 @@ async def test_api_killed_with_turns_in_flight(tmp_path, temporal_server) -> Non
                     pass  # the API died under this request: not acknowledged
 
             tasks = [asyncio.create_task(submit(i)) for i in range(12)]
-            await _until(lambda: len(acked) >= 3, 30, "some acknowledgements")
+            await until(lambda: len(acked) >= 3, 30, "some acknowledgements")
             api.send_signal(signal.SIGKILL)
             api.wait(10)
             await asyncio.gather(*tasks)
@@ -87,9 +77,9 @@ async def test_api_killed_with_turns_in_flight(tmp_path, temporal_server) -> Non
             def settled() -> bool:
                 return all(len(_kinds(store, c)) == 3 for c in acked)
 
-            await _until(settled, 60, "every acknowledged turn to finish")
+            await until(settled, 60, "every acknowledged turn to finish")
             # No orphans either: every recorded INTENT has its DECISION (unacked ones included).
-            await _until(
+            await until(
                 lambda: all(
                     "DECISION" in _kinds(store, e.correlation_id)
                     for e in store.snapshot(limit=1000)[1]

@@ -12,7 +12,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from turngate.activities.snapshots import snapshot_bytes
 from turngate.artifacts import ArtifactError, ArtifactStore
+from turngate.artifacts.deadline import StorageDeadline
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, EventKind
 from turngate.core.models import ProviderCatalog, resolve_model
@@ -53,9 +55,11 @@ class LedgerActivities:
         prompt, prompt_error = None, None
         model = resolve_model(intent.payload.get("requested_model_id"), self._catalog)
         if self._pins is not None and model.ok and model.provider:
-            # The INTENT is recorded: a failure here must end in a recorded DENY, not an orphan.
+            # The INTENT is recorded: a failure here must end in a recorded DENY, not an orphan,
+            # and soon: a stuck store gets the step's artifact deadline, no more.
+            pins, provider = self._pins, model.provider
             try:
-                prompt = self._pins.resolve(intent, model.provider)
+                prompt = self._deadline().call("prompt snapshot", lambda: pins.resolve(intent, provider))
             except ArtifactError as exc:
                 prompt_error = {
                     "code": "SYSTEM_ERROR",
@@ -88,23 +92,38 @@ class LedgerActivities:
             draft = draft.model_copy(update={"payload": self._attach(inp)})
         return self._append(draft)
 
+    def _deadline(self) -> StorageDeadline:
+        return StorageDeadline(self._boundary.artifact_deadline_s)
+
     def _attach(self, inp: AppendInput) -> dict[str, Any]:
         payload = dict(inp.draft.payload)
         stored: list[dict[str, Any]] = []
+        deadline = self._deadline()
+        store = self._artifacts
         try:
             snapshots: dict[str, Any] = {}
             for name, text in sorted(inp.snapshots.items()):
-                pointer = self._artifacts.put(text.encode(), kind=name, retention="snapshot")
+                data = deadline.call(name, lambda name=name, text=text: snapshot_bytes(name, text, store.get))
+                pointer = deadline.call(
+                    name, lambda data=data, name=name: store.put(data, kind=name, retention="snapshot")
+                )
                 snapshots[name] = pointer.model_dump(mode="json")
                 stored.append(snapshots[name])
             if snapshots:
                 payload["fault_snapshots"] = snapshots
             if inp.manifest is not None:
-                manifest = dict(inp.manifest, artifacts=stored)
-                pointer = self._artifacts.put(canonical_bytes(manifest), kind="manifest")
+                manifest = canonical_bytes(
+                    dict(inp.manifest, artifacts=stored, snapshot_id=_snapshot_id(snapshots, inp.manifest))
+                )
+                pointer = deadline.call("manifest", lambda: store.put(manifest, kind="manifest"))
                 payload["manifest"] = pointer.model_dump(mode="json")
+            # Past the deadline the workflow may already record this step as SYSTEM_ERROR: a
+            # late success must not race it into the ledger.
+            deadline.check("artifacts")
         except ArtifactError as exc:
             missing = sorted({*inp.snapshots, *(["manifest"] if inp.manifest is not None else [])})
+            # Transient failures were retried above, within the deadline: what arrives here is
+            # final, and the workflow records the step as SYSTEM_ERROR.
             raise ApplicationError(
                 f"the artifact store failed: {exc}",
                 {"missing_pointers": missing, "store": self._artifacts.describe()},
@@ -121,3 +140,11 @@ class LedgerActivities:
             raise ApplicationError(str(exc), type="ledger.conflict", non_retryable=True) from exc
         observe_ledger_event(event, self._metrics)
         return event
+
+
+def _snapshot_id(snapshots: dict[str, Any], manifest: dict[str, Any]) -> str | None:
+    """The manifest's ``snapshot_id``: the step's prompt snapshot, else its first snapshot."""
+    if not snapshots:
+        return manifest.get("snapshot_id")
+    chosen = snapshots.get("prompt_snapshot") or snapshots[min(snapshots)]
+    return str(chosen["artifact_id"])

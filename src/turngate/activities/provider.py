@@ -146,16 +146,8 @@ class ProviderActivities:
                 type="provider.missing_credentials",
                 non_retryable=True,
             )
-        messages = [ChatMessage(**m) for m in inp.messages]  # type: ignore[arg-type]
-        if inp.message_artifact is not None:
-            messages[-1] = ChatMessage(role="user", content=await self._full_message(inp.message_artifact))
-        request = ProviderRequest(
-            provider=inp.provider,
-            model=inp.model,
-            messages=messages,
-            max_tokens=inp.max_tokens,
-            tools=[ToolDefinition.model_validate(tool) for tool in inp.tools],
-        )
+        full = await self._full_message(inp.message_artifact) if inp.message_artifact is not None else None
+        request = provider_request(inp, full)
         started = time.monotonic()
         stream = _Stream(self._bus, inp.correlation_id, activity.info().attempt)
         # A local activity cannot heartbeat (its workflow task keeps the worker's claim).
@@ -224,6 +216,21 @@ class ProviderActivities:
             self._artifacts.put, data, kind=OUTPUT_ARTIFACT_KIND, media_type=OUTPUT_MEDIA_TYPE
         )
         return pointer.model_dump(mode="json")
+
+
+def provider_request(inp: ProviderCallInput, full_message: str | None = None) -> ProviderRequest:
+    """The request a provider call sends (and a fault's prompt snapshot records): ``inp``'s
+    messages, the last one replaced by ``full_message`` when the user message was offloaded."""
+    messages = [ChatMessage(**m) for m in inp.messages]  # type: ignore[arg-type]
+    if full_message is not None:
+        messages[-1] = ChatMessage(role="user", content=full_message)
+    return ProviderRequest(
+        provider=inp.provider,
+        model=inp.model,
+        messages=messages,
+        max_tokens=inp.max_tokens,
+        tools=[ToolDefinition.model_validate(tool) for tool in inp.tools],
+    )
 
 
 def tool_call_record(call: ToolCallChunk) -> dict[str, Any]:

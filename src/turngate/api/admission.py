@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
+from fastapi.responses import Response
+
+from turngate.api.errors import error_response
 from turngate.core.events import Event
+from turngate.security.streams import StreamSlots, too_many_streams
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Added to the LLM wall-clock limit before a slot is released without a finished turn.
 RELEASE_MARGIN_S = 30.0
@@ -72,3 +79,79 @@ class TurnSlots:
 
     def status(self) -> dict[str, int]:
         return {"in_flight": self.in_flight, "max": self.limit, "refused_total": self.refused}
+
+
+class TurnAdmission:
+    """The turn slot (and, for ``?stream=true``, the stream slot) of one ingress request, held and
+    given back by this one construct on every path::
+
+        async with TurnAdmission(turns, streams, key, stream=True) as admission:
+            if admission.refused is not None:
+                return admission.refused
+            ...
+            admission.started(until_finished)   # the turn runs: its slot lives until it ends
+            return EventSourceResponse(admission.stream(messages))
+
+    On exit, whatever happened in between (a returned error, an exception such as a failing
+    ledger read, the request task cancelled because its client left), a slot not handed over is
+    released: the stream slot at once; the turn slot at once if the turn never started or is
+    known finished, else by a tracker once the ledger shows the turn finished (bounded).
+    """
+
+    def __init__(self, turns: TurnSlots, streams: StreamSlots, limit_key: str, *, stream: bool) -> None:
+        self._turns = turns
+        self._streams = streams
+        self._key = limit_key
+        self._want_stream = stream
+        self._turn_held = False
+        self._stream_held = False
+        self._finished: Callable[[], Awaitable[object]] | None = None
+        self.refused: Response | None = None
+
+    async def __aenter__(self) -> TurnAdmission:
+        if self._want_stream:
+            if not await self._streams.try_acquire_async(self._key):
+                self.refused = too_many_streams(self._streams.per_key)
+                return self
+            self._stream_held = True
+        if not self._turns.try_acquire():
+            self.refused = error_response(
+                503,
+                "queue.full",
+                f"{self._turns.limit} turns are in flight (TURNGATE_TURN_QUEUE_MAX); retry later",
+            )
+            self.refused.headers["Retry-After"] = "1"
+            return self
+        self._turn_held = True
+        return self
+
+    def started(self, finished: Callable[[], Awaitable[object]]) -> None:
+        """The turn is running: its slot is given back once ``finished()`` returns (or fails)."""
+        self._finished = finished
+
+    def turn_finished(self) -> None:
+        """The ledger shows the turn finished: its slot is given back now."""
+        self._finished = None
+        self._release_turn()
+
+    def stream(self, messages: AsyncIterator[T]) -> AsyncIterator[T]:
+        """Hand the stream slot to the response: released when the stream ends or is dropped."""
+        self._stream_held = False
+        return self._streams.hold(self._key, messages)
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._stream_held:
+            self._stream_held = False
+            self._streams.release_nowait(self._key)
+        if not self._turn_held:
+            return
+        if self._finished is not None:
+            self._turn_held = False
+            self._turns.release_when(self._finished)
+        else:
+            self._release_turn()
+
+    def _release_turn(self) -> None:
+        if self._turn_held:
+            self._turn_held = False
+            self._turns.release()

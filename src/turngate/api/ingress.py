@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -20,12 +22,13 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from turngate.api.admission import RELEASE_MARGIN_S, TurnSlots, turn_finished
+from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, turn_finished
 from turngate.api.errors import admission_response, error_response
 from turngate.api.jobs import submit_job
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
-from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, aput
+from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError
+from turngate.artifacts.deadline import aput_within
 from turngate.core.events import (
     AdmissionError,
     Event,
@@ -36,14 +39,16 @@ from turngate.core.events import (
     parse_intent,
 )
 from turngate.jobs.intents import is_job_intent
+from turngate.ledger import LedgerUnavailableError
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
-from turngate.security.streams import stream_slots, too_many_streams
+from turngate.security.streams import stream_slots
 from turngate.workflows.shared import SA_ACTOR, SA_THREAD_ID, SA_TURN_ID, TurnInput, turn_workflow_id
 from turngate.workflows.turn import TurnWorkflow
 
 log = logging.getLogger(__name__)
 router = APIRouter()
+T = TypeVar("T")
 
 INTENT_ACK_TIMEOUT_S = 10.0
 
@@ -83,7 +88,13 @@ async def _offload_large_message(state: ApiState, envelope: IntentEnvelope) -> I
     data = envelope.message.encode("utf-8")
     if len(data) <= INLINE_LIMIT_BYTES:
         return envelope
-    pointer = await aput(state.artifacts, data, kind="message", media_type="text/plain; charset=utf-8")
+    pointer = await aput_within(
+        state.artifacts,
+        data,
+        state.settings.artifact_deadline_s,
+        kind="message",
+        media_type="text/plain; charset=utf-8",
+    )
     body = envelope.payload.payload.model_copy(
         update={
             "message": envelope.message[:MESSAGE_PREVIEW_CHARS],
@@ -185,24 +196,29 @@ async def ingress_intent(
         await asyncio.to_thread(_check_correlation, state, envelope, principal.tenant_id is not None)
     except AdmissionError as exc:
         return admission_response(exc)
-    streams = stream_slots(request)
-    if stream and not await streams.try_acquire_async(principal.limit_key):
-        return too_many_streams(streams.per_key)
     slots: TurnSlots = request.app.state.turn_slots
-    if not slots.try_acquire():
-        if stream:
-            streams.release_nowait(principal.limit_key)
-        response = error_response(
-            503, "queue.full", f"{slots.limit} turns are in flight (TURNGATE_TURN_QUEUE_MAX); retry later"
-        )
-        response.headers["Retry-After"] = "1"
-        return response
+    admission = TurnAdmission(slots, stream_slots(request), principal.limit_key, stream=stream)
+    async with admission:
+        if admission.refused is not None:
+            return admission.refused
+        return await _run_turn(request, state, envelope, admission, wait=wait, stream=stream)
+
+
+async def _run_turn(
+    request: Request,
+    state: ApiState,
+    envelope: IntentEnvelope,
+    admission: TurnAdmission,
+    *,
+    wait: Literal["decision", "execution"] | None,
+    stream: bool,
+) -> Response:
+    """Start the admitted turn and answer (an ack, a bounded wait, or the SSE stream). Its slots
+    are the caller's ``admission``: every return or exception here gives them back."""
+    settings = state.settings
     try:
         envelope = await _offload_large_message(state, envelope)
     except ArtifactError as exc:
-        slots.release()
-        if stream:
-            streams.release_nowait(principal.limit_key)
         log.warning("could not store a large message: %s", exc)
         return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
 
@@ -212,18 +228,13 @@ async def ingress_intent(
     try:
         running = await _start(state, envelope, workflow_id)
     except RPCError as exc:
-        slots.release()
-        if stream:
-            streams.release_nowait(principal.limit_key)
         log.warning("could not start turn %s: %s", workflow_id, exc)
         return error_response(503, "temporal.unavailable", "the workflow service is unreachable; retry")
     key = (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
-    if not running:
-        slots.release()
-    if not running and not await asyncio.to_thread(_turn_events, state, envelope):
+    if running:
+        admission.started(lambda: _until_finished(state, key))
+    elif not await asyncio.to_thread(_turn_events, state, envelope):
         # Temporal finished this turn but this ledger never saw it (a wiped or different ledger).
-        if stream:
-            streams.release_nowait(principal.limit_key)
         return error_response(
             409,
             "turn.closed_elsewhere",
@@ -231,8 +242,6 @@ async def ingress_intent(
             "use a new turn id (or a distinct TURNGATE_WORKFLOW_ID_PREFIX per deployment)",
         )
 
-    if running and (stream or not wait):
-        slots.release_when(lambda: _until_finished(state, key))
     if stream:
         # Seed 003's pipeline: token events while the provider streams, then redact or done.
         messages = stream_turn_events(
@@ -240,20 +249,27 @@ async def ingress_intent(
             envelope.correlation_id,
             None,
             bus=request.app.state.token_bus,
-            tenant_id=principal.tenant_id,
+            tenant_id=request_principal(request).tenant_id,
         )
-        return EventSourceResponse(streams.hold(principal.limit_key, messages))
+        return EventSourceResponse(admission.stream(messages))
     wanted = {None: "INTENT", "decision": "DECISION", "execution": "EXECUTION"}[wait]
-    events, satisfied = await state.watcher.wait_turn(
-        key,
-        lambda found: _satisfied(found, wanted),
-        settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S,
-    )
-    if running and wait:  # (a stream returned above)
-        if turn_finished(events):
-            slots.release()
-        else:
-            slots.release_when(lambda: _until_finished(state, key))
+    try:
+        waited = await _wait_unless_disconnected(
+            request,
+            state.watcher.wait_turn(
+                key,
+                lambda found: _satisfied(found, wanted),
+                settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S,
+            ),
+        )
+    except LedgerUnavailableError as exc:
+        log.warning("could not read turn %s from the ledger: %s", workflow_id, exc)
+        return error_response(503, "ledger.unavailable", "the ledger cannot be read; the turn runs on")
+    if waited is None:  # the client left: nobody reads an answer (the turn runs on)
+        return Response(status_code=204)
+    events, satisfied = waited
+    if turn_finished(events):
+        admission.turn_finished()
     intent = events.get("INTENT")
     response: dict[str, Any] = {
         "accepted": True,
@@ -282,6 +298,27 @@ def _with_principal(envelope: IntentEnvelope, principal: Principal) -> IntentEnv
         return envelope
     who = IntentPrincipal(tenant_id=principal.tenant_id, key_id=principal.key_id)
     return envelope.model_copy(update={"principal": who})
+
+
+#: How often a ``?wait=`` request checks that its client is still there.
+DISCONNECT_POLL_S = 0.5
+
+
+async def _wait_unless_disconnected(request: Request, waiting: Awaitable[T]) -> T | None:
+    """``await waiting``, or ``None`` as soon as the client has gone (the wait is cancelled)."""
+    task = asyncio.ensure_future(waiting)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                return None
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 async def _until_finished(state: ApiState, key: tuple[str, str, str]) -> None:

@@ -31,7 +31,9 @@ from turngate.telemetry import default_metrics
 log = logging.getLogger(__name__)
 router = APIRouter()
 
-SNAPSHOT_MAX_LIMIT = 1000
+#: Events per /snapshot page (the DBL gateway's page size; its observer asks for exactly this).
+#: A larger ``limit`` is clamped to it, never refused.
+SNAPSHOT_MAX_LIMIT = 2000
 #: Upper bound of index-like query parameters (a 64-bit database integer; larger is a 422).
 MAX_INDEX = 2**62
 #: A thread id no event has (ids are client strings; this prefix plus a uuid is never sent).
@@ -44,7 +46,7 @@ TAIL_PING_S = 15
 def snapshot(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],
-    limit: Annotated[int, Query(ge=1, le=SNAPSHOT_MAX_LIMIT)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_INDEX)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_INDEX)] = 0,
     stream_id: str | None = None,
     lane: str | None = None,
@@ -53,6 +55,7 @@ def snapshot(
     """A page of the ledger (the caller's tenant only). `offset` is a position within the
     filtered result; `length` counts it."""
     tenant = request_principal(request).tenant_id
+    limit = min(limit, SNAPSHOT_MAX_LIMIT)
     length, events = state.store.snapshot(
         offset=offset, limit=limit, stream_id=stream_id, lane=lane, thread_id=thread_id, tenant_id=tenant
     )

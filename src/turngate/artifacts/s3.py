@@ -3,8 +3,11 @@
 One boto3 client per store, built once (boto3 clients are thread-safe; sessions are not). The
 endpoint comes from ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` when set (MinIO, moto, ...),
 credentials and region from the usual AWS variables and files. Every call has short connect/read
-timeouts and few attempts: the activity that calls the store owns retries, and a turn whose
-artifact cannot be stored must stop with ``SYSTEM_ERROR`` quickly rather than hang.
+timeouts (:data:`CONNECT_TIMEOUT_S`, :data:`READ_TIMEOUT_S`) and one attempt: retries belong to
+the caller, which makes them under one overall deadline (:mod:`turngate.artifacts.deadline`), so a
+turn whose artifact cannot be stored stops with ``SYSTEM_ERROR`` quickly rather than hang. Errors
+say whether trying again may help (``retryable``): connection errors, timeouts, 5xx, throttling
+and damaged uploads may; access denied, a missing bucket, bad parameters or credentials never.
 
 Every method blocks; async code calls it through :func:`turngate.artifacts.aput` (a thread).
 
@@ -24,7 +27,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    ParamValidationError,
+    PartialCredentialsError,
+)
 
 from turngate.artifacts.store import (
     RETENTIONS,
@@ -45,6 +54,13 @@ DEFAULT_REGION = "us-east-1"
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _THROTTLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout"})
+# 400s that describe the transfer, not the request: the same bytes sent again may well arrive.
+_DAMAGED_UPLOAD_CODES = frozenset({"BadDigest", "XAmzContentSHA256Mismatch", "IncompleteBody"})
+#: Seconds to open a connection / to wait for a byte of the answer, per call.
+CONNECT_TIMEOUT_S = 3.0
+READ_TIMEOUT_S = 10.0
+#: Attempts per call inside botocore (the caller retries under its deadline).
+MAX_ATTEMPTS = 1
 _DELETE_BATCH = 1000  # the DeleteObjects limit
 
 
@@ -61,9 +77,9 @@ def build_s3_client(
     *,
     endpoint_url: str | None = None,
     region_name: str = DEFAULT_REGION,
-    connect_timeout: float = 5.0,
-    read_timeout: float = 30.0,
-    max_attempts: int = 2,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    read_timeout: float = READ_TIMEOUT_S,
+    max_attempts: int = MAX_ATTEMPTS,
 ) -> Any:
     """A boto3 S3 client with bounded timeouts and attempts (path-style on custom endpoints)."""
     config = Config(
@@ -99,9 +115,9 @@ class S3ArtifactStore(BaseArtifactStore):
         client: Any = None,
         endpoint_url: str | None = None,
         region_name: str | None = None,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 30.0,
-        max_attempts: int = 2,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        read_timeout: float = READ_TIMEOUT_S,
+        max_attempts: int = MAX_ATTEMPTS,
         clock: Clock | None = None,
     ) -> None:
         super().__init__(clock=clock)
@@ -284,7 +300,12 @@ class S3ArtifactStore(BaseArtifactStore):
         if isinstance(exc, ClientError):
             code = _error_code(exc)
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-            retryable = status >= 500 or status in (408, 429) or code in _THROTTLE_CODES
+            retryable = (
+                status >= 500
+                or status in (408, 429)
+                or code in _THROTTLE_CODES
+                or code in _DAMAGED_UPLOAD_CODES
+            )
             return ArtifactUnavailableError(
                 f"S3 {action} of {where} failed: {code or 'error'} (HTTP {status})", retryable=retryable
             )
@@ -292,6 +313,9 @@ class S3ArtifactStore(BaseArtifactStore):
             return ArtifactUnavailableError(
                 f"S3 {action} of {where} failed: no AWS credentials", retryable=False
             )
+        if isinstance(exc, ParamValidationError):
+            return ArtifactUnavailableError(f"S3 {action} of {where} failed: {exc}", retryable=False)
+        # connection refused or reset, connect/read timeouts, a proxy that hung up: transient
         return ArtifactUnavailableError(f"S3 {action} of {where} failed: {type(exc).__name__}: {exc}")
 
 

@@ -50,6 +50,9 @@ MODEL_DENY_CODES: frozenset[str] = frozenset(
 )
 #: The reason code of a DECISION whose manifest could not be stored (context observability stop semantics).
 SYSTEM_ERROR = "SYSTEM_ERROR"
+#: Reason-code families with which the workflow denies after the policy allowed: a system prompt
+#: that could not be built, or declared external refs that could not be resolved as declared.
+WORKFLOW_DENY_PREFIXES = ("prompt.", "prompts.", "case_query.", "external_refs.", "artifact.handle")
 
 
 class ReplayCheck(BaseModel):
@@ -313,6 +316,8 @@ def _override_reason(stored_decision: Any, stored_codes: list[str], replayed: st
         return f"the policy allows; the workflow then denied for model resolution ({stored_codes[0]})"
     if stored_codes[0] == SYSTEM_ERROR:
         return "the policy allows; the workflow then stopped with SYSTEM_ERROR (artifact store failure)"
+    if stored_codes[0].startswith(WORKFLOW_DENY_PREFIXES):
+        return f"the policy allows; the workflow then denied ({stored_codes[0]})"
     return ""
 
 

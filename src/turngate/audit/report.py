@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from turngate.audit.verify import AuditReport, Finding, verify_all
 from turngate.settings import Settings
@@ -107,8 +107,12 @@ def verify_command(
     check_artifacts: bool = True,
     workers: int | None = None,
     cache_events: int | None = None,
+    replay_policy: bool = False,
 ) -> int:
-    """`turngate verify [--thread T] [--since N] [--until N] [--json]`: 0 ok, 1 failures, 2 error."""
+    """`turngate verify [--thread T] [--since N] [--until N] [--json]`: 0 ok, 1 failures, 2 error.
+
+    ``replay_policy``: also decide every DECISION of the configured policy again
+    (:mod:`turngate.audit.policy_replay`); a different answer is a failure."""
     from turngate.artifacts import ArtifactConfigError, open_artifact_store
     from turngate.core.context import ContextConfigError, load_context_config
     from turngate.ledger import LedgerError, LedgerStore
@@ -137,6 +141,8 @@ def verify_command(
             workers=workers,
             cache_events=cache_events,
         )
+        if replay_policy:
+            report = _with_policy_replay(report, store, settings, context_config, thread_id, since, until)
     except LedgerError as exc:
         err.write(f"verify: the ledger could not be read: {exc}\n")
         return EXIT_ERROR
@@ -144,6 +150,30 @@ def verify_command(
         store.close()
     out.write(report.model_dump_json(indent=2) + "\n" if as_json else render_verify_text(report))
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _with_policy_replay(
+    report: AuditReport,
+    store: Any,
+    settings: Settings,
+    context_config: Any,
+    thread_id: str | None,
+    since: int | None,
+    until: int | None,
+) -> AuditReport:
+    from turngate.audit.policy_replay import replay_policy
+
+    _, findings = replay_policy(
+        store,
+        context_config=context_config,
+        policy_module=settings.policy_module,
+        policy_object=settings.policy_object,
+        thread_id=thread_id,
+        since=since,
+        until=until,
+    )
+    failures = [*report.failures, *findings]
+    return report.model_copy(update={"failures": failures, "ok": report.ok and not findings})
 
 
 # --------------------------------------------------------------------------- replay turn

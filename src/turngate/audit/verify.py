@@ -122,6 +122,8 @@ class AuditKind(StrEnum):
     DECISION_MISMATCH = "decision_mismatch"
     EXECUTION_WITHOUT_ALLOW = "execution_without_allow"
     EXECUTION_CONTEXT_MISMATCH = "execution_context_mismatch"
+    # (c) the policy decided again (``--replay-policy``): it must decide the same
+    POLICY_REPLAY_MISMATCH = "policy_replay_mismatch"
     # (d) the I_context / O_context split
     OBSERVATION_LEAK = "observation_leak"
     NORMATIVE_INPUT_UNKNOWN = "normative_input_unknown"

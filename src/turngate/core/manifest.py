@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from turngate.core.decision import DecisionOutcome
     from turngate.core.events import Event
     from turngate.core.external import ExternalContext
+    from turngate.core.prompts import SystemPrompt
 
 MANIFEST_SCHEMA_VERSION = "turngate.manifest.1"
 
@@ -132,8 +133,13 @@ def build_manifest(
     snapshot_id: str | None = None,
     artifacts: Sequence[ArtifactPointer] = (),
     external: ExternalContext | None = None,
+    system: SystemPrompt | None = None,
 ) -> ContextManifest:
     """The manifest of an ALLOWed turn from its decision and its assembly.
+
+    With a prompt pack, each layer of the system prompt leads the inclusion log (its block's
+    sha256, ``source_ref`` ``prompt_layer:<name>``) and each skipped layer is in the exclusion
+    log (``no_prompt_content``).
 
     ``intent`` holds digest pointers (never the message text); ``retrieval_query`` is the
     declared refs (turngate has no retrieval and no reranker); candidates are every resolved or
@@ -165,14 +171,42 @@ def build_manifest(
         compiler_version=assembly.compiler_version,
         prefix_hash=assembly.prefix_hash,
         prefix_length=assembly.prefix_length,
-        inclusion_log=tuple(assembly.included),
-        exclusion_log=tuple(assembly.excluded) + (external.excluded if external else ()),
+        inclusion_log=_layers_included(system) + tuple(assembly.included),
+        exclusion_log=_layers_skipped(system)
+        + tuple(assembly.excluded)
+        + (external.excluded if external else ()),
         artifacts=tuple(artifacts),
         external_refs=external.records if external else (),
     )
 
 
 EXTERNAL_INCLUDED_REASONS = ("declared_case_query", "declared_handle")
+#: ``included_reason`` of a system-prompt layer (the profile puts it in every prompt).
+PROMPT_LAYER_REASON = "system_prompt_layer"
+
+
+def _layers_included(system: SystemPrompt | None) -> tuple[InclusionEntry, ...]:
+    return tuple(
+        InclusionEntry(
+            item_id=layer.sha256,
+            item_type="policy",
+            source_ref=f"prompt_layer:{layer.name}",
+            included_reason=PROMPT_LAYER_REASON,
+        )
+        for layer in (system.layers if system else ())
+    )
+
+
+def _layers_skipped(system: SystemPrompt | None) -> tuple[ExclusionEntry, ...]:
+    return tuple(
+        ExclusionEntry(
+            item_id=f"prompt_layer:{layer.name}",
+            item_type="policy",
+            source_ref=f"prompt_layer:{layer.name}",
+            excluded_reason="no_prompt_content",
+        )
+        for layer in (system.skipped if system else ())
+    )
 
 
 def _external_candidates(external: ExternalContext | None) -> list[str]:

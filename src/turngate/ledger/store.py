@@ -62,7 +62,7 @@ from turngate.ledger.schema import EVENT_COLUMNS, events, index_column
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
-MAX_PAGE = 1000
+MAX_PAGE = 2000
 #: Ref ids / indexes per ``IN (...)`` list (well under every backend's bind-parameter limit).
 IN_CHUNK = 500
 #: Key of the PostgreSQL advisory lock that serializes ledger writers and migrations.

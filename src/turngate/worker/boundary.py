@@ -30,4 +30,5 @@ def load_boundary(settings: Settings) -> Boundary:
         budget_tokens=settings.token_budget,
         token_estimator=resolve_estimator(settings.token_estimator).name,
         prompt_config=prompts.model_dump(mode="json") if prompts else None,
+        artifact_deadline_s=settings.artifact_deadline_s,
     )

@@ -57,6 +57,8 @@ class Boundary(_Model):
     budget_tokens: int = 100_000
     token_estimator: str = "chars/3"  # the estimator in effect on the worker (after any fallback)
     prompt_config: dict[str, Any] | None = None
+    # Settings.artifact_deadline_s: one step's artifact writes end by then (SYSTEM_ERROR past it)
+    artifact_deadline_s: float = 15.0
 
 
 class ExternalRefsInput(_Model):

@@ -18,12 +18,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
+    from turngate.artifacts.deadline import MAX_ARTIFACT_DEADLINE_S
     from turngate.core.assembly import assemble
-    from turngate.core.canonical import canonical_bytes
     from turngate.core.context import ContextConfig
     from turngate.core.decision import DecisionOutcome, decide
     from turngate.core.estimators import get_estimator
-    from turngate.core.events import Event, EventDraft, EventKind
+    from turngate.core.events import Event, EventDraft, EventKind, IntentEnvelope
     from turngate.core.external import ExternalContext, ExternalError
     from turngate.core.manifest import build_denied_manifest, build_manifest
     from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
@@ -39,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
         next_phase,
         offered_tools,
     )
+    from turngate.workflows.fault_snapshots import decision_snapshots, execution_snapshots
+    from turngate.workflows.prompt_guard import prompt_failure
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -55,6 +57,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
+# Steps that also write artifacts: their writes end by the boundary's artifact deadline (at most
+# 60 s, then SYSTEM_ERROR), the ledger work around them gets the usual step timeout on top.
+ARTIFACT_STEP_TIMEOUT = LEDGER_STEP_TIMEOUT + timedelta(seconds=MAX_ARTIFACT_DEADLINE_S)
 LEDGER_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=50),
     maximum_interval=timedelta(seconds=5),
@@ -103,7 +108,7 @@ class TurnWorkflow:
                 ref_ids=ref_lookup_ids(list(envelope.payload.declared_refs)),
             ),
             result_type=BeginTurnResult,
-            start_to_close_timeout=LEDGER_STEP_TIMEOUT,
+            start_to_close_timeout=ARTIFACT_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
         )
         intent = begin.intent
@@ -118,7 +123,11 @@ class TurnWorkflow:
             ProviderCatalog.model_validate(boundary.provider_catalog),
         )
         prompts = parse_prompt_config(boundary.prompt_config) if boundary.prompt_config else None
-        system = self._system_prompt(prompts, begin, intent)
+        try:
+            system = self._system_prompt(prompts, begin, intent)
+        except Exception as exc:  # deterministic: a recorded DENY, never a task retried forever
+            system = None
+            begin = begin.model_copy(update={"prompt_error": prompt_failure(exc)})
         outcome = self._decide(intent, begin.candidates, boundary, model, system, begin)
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
@@ -145,7 +154,13 @@ class TurnWorkflow:
         run_id = workflow.info().run_id
         if assembly is not None:
             manifest = build_manifest(
-                outcome, assembly, intent=intent, run_id=run_id, step_id="decision", external=external
+                outcome,
+                assembly,
+                intent=intent,
+                run_id=run_id,
+                step_id="decision",
+                external=external,
+                system=system,
             )
         else:
             manifest = build_denied_manifest(
@@ -154,6 +169,9 @@ class TurnWorkflow:
         decision, stopped = await self._record(
             self._draft(intent, EventKind.DECISION, outcome.payload),
             manifest=manifest.model_dump(mode="json"),
+            snapshots=decision_snapshots(
+                lambda: _request_so_far(envelope, intent, model, system), outcome.payload, external
+            ),
             on_system_error=_deny_for_system_error,
         )
         self._recorded["DECISION"] = _recorded(decision)
@@ -181,23 +199,27 @@ class TurnWorkflow:
             messages=[m.model_dump() for m in assembly.messages],
             max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
             tools=[spec.definition() for spec in offered],
-            message_artifact=envelope.payload.payload.model_extra.get("message_artifact")
-            if envelope.payload.payload.model_extra
-            else None,
+            message_artifact=_message_artifact(envelope),
         )
         payload = await self._execute(call, model, outcome, boundary)
         _admit_tool_calls(payload, offered, envelope.payload.inputs)
         if prompts is not None and system is not None:
             payload["exchanges_count"] = exchange_count(outcome.resolution) + 1
-        snapshots = _fault_snapshots(
-            call, payload, debug=envelope.payload.inputs.get("debug_snapshot") is True
+        snapshots = execution_snapshots(
+            call, payload, external, debug=envelope.payload.inputs.get("debug_snapshot") is True
         )
         if prompts is not None and system is not None:
             snapshots |= _apply_output_safety(payload, prompts)
         execution, _ = await self._record(
             self._draft(intent, EventKind.EXECUTION, payload),
             manifest=build_manifest(
-                outcome, assembly, intent=intent, run_id=run_id, step_id="execution", external=external
+                outcome,
+                assembly,
+                intent=intent,
+                run_id=run_id,
+                step_id="execution",
+                external=external,
+                system=system,
             ).model_dump(mode="json"),
             snapshots=snapshots,
             on_system_error=_execution_system_error,
@@ -284,7 +306,9 @@ class TurnWorkflow:
             execution=extra,
             prompt=pinned,
         )
-        if begin.prompt_error is not None:
+        if begin.prompt_error is not None and outcome.allowed:
+            # Only an allowed turn needs its prompt; an earlier DENY (a ref error, the policy)
+            # keeps its own reason and error, which verify recomputes.
             payload = dict(outcome.payload)
             payload.update(
                 decision="DENY", reason_codes=[begin.prompt_error["code"]], error=begin.prompt_error
@@ -405,7 +429,9 @@ class TurnWorkflow:
             "turngate.append_event",
             inp,
             result_type=Event,
-            start_to_close_timeout=LEDGER_STEP_TIMEOUT,
+            start_to_close_timeout=ARTIFACT_STEP_TIMEOUT
+            if inp.manifest or inp.snapshots
+            else LEDGER_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
         )
 
@@ -523,22 +549,25 @@ def _apply_output_safety(payload: dict[str, Any], prompts: PromptConfig) -> dict
     return {"redacted_output": text}
 
 
-def _fault_snapshots(call: ProviderCallInput, payload: dict[str, Any], *, debug: bool) -> dict[str, str]:
-    """Seed 004: on a fault (or an explicit debug request) keep the exact prompt and the raw
-    provider outcome as snapshot artifacts."""
-    if not payload.get("error") and not debug:
-        return {}
-    prompt = {
-        "provider": call.provider,
-        "model": call.model,
-        "messages": call.messages,
-        "max_tokens": call.max_tokens,
-    }
-    outcome = {"error": payload.get("error"), "output_text": payload.get("output_text")}
-    return {
-        "prompt_snapshot": canonical_bytes(prompt).decode(),
-        "provider_output_snapshot": canonical_bytes(outcome).decode(),
-    }
+def _message_artifact(envelope: IntentEnvelope) -> dict[str, Any] | None:
+    """The pointer to the full user message, when ingress offloaded it (over the inline limit)."""
+    extra = envelope.payload.payload.model_extra
+    return extra.get("message_artifact") if extra else None
+
+
+def _request_so_far(
+    envelope: IntentEnvelope, intent: Event, model: ModelResolution, system: SystemPrompt | None
+) -> ProviderCallInput:
+    """A denied turn's provider request as far as it was built: system prompt and user message."""
+    messages = [{"role": "system", "content": system.text}] if system is not None and system.text else []
+    messages.append({"role": "user", "content": envelope.message})
+    return ProviderCallInput(
+        correlation_id=intent.correlation_id,
+        provider=model.provider or "",
+        model=model.resolved_model_id or "",
+        messages=messages,
+        message_artifact=_message_artifact(envelope),
+    )
 
 
 def _execution_error(exc: ActivityError | TimeoutError, provider: str) -> dict[str, Any]:

@@ -1,0 +1,89 @@
+"""Which faults of a turn step get snapshots, and what the workflow hands the ledger step for
+them (seed 004's fault triggers, as far as a turn has them).
+
+A fault is a provider error or timeout, a Workbench fetch that failed (error, timeout, no
+connection), a pointer that could not be resolved (a missing prompt snapshot or message
+artifact), a failed external-ref resolution, or an explicit ``inputs.debug_snapshot``. On a
+fault the step stores:
+
+- ``prompt_snapshot``: the exact provider request (model, every message with the offloaded
+  user message in full, max_tokens, the tool definitions). The workflow passes the
+  :class:`ProviderCallInput` (small: the large message is a pointer); the ledger step turns it
+  into the request, reading the message back, with the same function the provider call uses.
+- ``provider_output_snapshot`` (EXECUTION): the raw outcome of the call and the triggers.
+- ``tool_output_snapshot``: the raw external-ref outcomes (reason codes, details, pointers).
+
+Pure functions of workflow data: deterministic, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from turngate.core.canonical import canonical_bytes
+from turngate.core.external import ExternalContext
+from turngate.workflows.shared import ProviderCallInput
+
+#: Workbench refusals that are failures of the fetch itself (not refusals by configuration).
+FETCH_FAULT_CODES = frozenset({"workbench.timeout", "workbench.connection", "workbench.http_error"})
+PROMPT_SNAPSHOT = "prompt_snapshot"
+
+
+def _canonical(value: Any) -> str:
+    return canonical_bytes(value).decode()
+
+
+def _fetch_faults(external: ExternalContext | None) -> list[dict[str, Any]]:
+    return [r for r in (external.records if external else ()) if r.get("reason_code") in FETCH_FAULT_CODES]
+
+
+def _tool_outputs(external: ExternalContext | None) -> dict[str, str]:
+    if external is None or not (external.records or external.error):
+        return {}
+    raw = {
+        "external_refs": list(external.records),
+        "error": external.error.model_dump(mode="json") if external.error else None,
+    }
+    return {"tool_output_snapshot": _canonical(raw)}
+
+
+def execution_snapshots(
+    call: ProviderCallInput, payload: dict[str, Any], external: ExternalContext | None, *, debug: bool
+) -> dict[str, str]:
+    """The EXECUTION step's snapshots ({} when nothing went wrong and none was asked for)."""
+    triggers = []
+    if payload.get("error"):
+        triggers.append("provider_error")
+    if _fetch_faults(external):
+        triggers.append("fetch_error")
+    if debug:
+        triggers.append("debug_request")
+    if not triggers:
+        return {}
+    outcome = {
+        "fault_triggers": triggers,
+        "error": payload.get("error"),
+        "output_text": payload.get("output_text"),
+    }
+    return {
+        PROMPT_SNAPSHOT: _canonical(call.model_dump(mode="json")),
+        "provider_output_snapshot": _canonical(outcome),
+    } | _tool_outputs(external)
+
+
+def decision_snapshots(
+    request_so_far: Callable[[], ProviderCallInput],
+    payload: dict[str, Any],
+    external: ExternalContext | None,
+) -> dict[str, str]:
+    """A DENY's snapshots when the denial is a fault: a pointer that could not be resolved, a
+    failed external-ref resolution or a failed fetch. The prompt is the request as far as it
+    was built (system prompt, if any, and the user message)."""
+    if payload.get("decision") == "ALLOW":
+        return {}  # an allowed turn's faults are snapshotted with its EXECUTION
+    error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
+    faulty = bool(error.get("missing_pointers")) or (external is not None and external.error is not None)
+    if not faulty and not _fetch_faults(external):
+        return {}
+    return {PROMPT_SNAPSHOT: _canonical(request_so_far().model_dump(mode="json"))} | _tool_outputs(external)
