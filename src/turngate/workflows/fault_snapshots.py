@@ -1,5 +1,5 @@
 """Which faults of a turn step get snapshots, and what the workflow hands the ledger step for
-them (seed 004's fault triggers, as far as a turn has them).
+them (context observability's fault triggers, as far as a turn has them).
 
 A fault is a provider error or timeout, a Workbench fetch that failed (error, timeout, no
 connection), a pointer that could not be resolved (a missing prompt snapshot or message
