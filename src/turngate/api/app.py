@@ -50,7 +50,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         configure_tracing(API_SERVICE)  # before connecting: the client carries the interceptor
         boundary = load_boundary(settings)
         temporal = client or await connect(settings)
-        await ensure_search_attributes(temporal, settings.temporal_namespace)
+        app.state.search_attributes = await ensure_search_attributes(temporal)
         store = LedgerStore(settings.effective_ledger_url)
         watcher = LedgerWatcher(store)
         watcher.start()

@@ -56,7 +56,7 @@ async def running_worker(
     boundary = load_boundary(settings)
     configure_tracing(WORKER_SERVICE)  # before connecting: the client carries the interceptor
     client = client or await connect(settings)
-    await ensure_search_attributes(client, settings.temporal_namespace)
+    await ensure_search_attributes(client)
     store = LedgerStore(settings.effective_ledger_url)
     providers = build_providers(settings)
     artifacts = open_artifact_store(settings.effective_artifacts)

@@ -18,7 +18,7 @@ SA_TURN_ID = SearchAttributeKey.for_keyword("TurngateTurnId")
 SA_DECISION = SearchAttributeKey.for_keyword("TurngateDecision")
 SA_POLICY_ID = SearchAttributeKey.for_keyword("TurngatePolicyId")
 SA_ACTOR = SearchAttributeKey.for_keyword("TurngateActor")
-#: The tenant of a case job (jobs are listed per tenant by a visibility query).
+#: The tenant of a case job or a turn (listed per tenant by a visibility query).
 SA_TENANT_ID = SearchAttributeKey.for_keyword("TurngateTenantId")
 SEARCH_ATTRIBUTES = (SA_THREAD_ID, SA_TURN_ID, SA_DECISION, SA_POLICY_ID, SA_ACTOR, SA_TENANT_ID)
 
