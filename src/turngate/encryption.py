@@ -161,3 +161,14 @@ class EncryptionCodec(PayloadCodec):
         except InvalidTag:
             raise DecryptionError(f"payload under key {key_id!r} fails authentication") from None
         return Payload.FromString(plain)
+
+
+def ensure_key_file(path: Path, key_id: str) -> Path:
+    """``path`` holding one fresh key (owner-only), created on first use and kept afterwards:
+    histories written with it stay readable across restarts (``turngate dev --encrypt``)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(generate_key_entry(key_id) + "\n")
+    return path

@@ -15,6 +15,7 @@ from temporalio.client import Client
 from turngate import __version__
 from turngate.api import ingress, jobs, observe, stream
 from turngate.api.admission import TurnSlots
+from turngate.api.codec import mount_codec
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState
 from turngate.api.ui import mount_ui
@@ -97,6 +98,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(stream.router)
     app.include_router(jobs.router)
     app.include_router(metrics_router(metrics))
+    mount_codec(app, settings)
     mount_ui(app)
 
     @app.exception_handler(AuthError)
