@@ -29,8 +29,9 @@ ALLOW_ALL = "turngate.policies.allow_all"
 
 
 def _setup_logging() -> None:
-    level = os.environ.get("TURNGATE_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    from turngate.telemetry.logs import configure_logging
+
+    configure_logging(os.environ.get("TURNGATE_LOG_LEVEL", "INFO").upper())  # TURNGATE_LOG_FORMAT
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("temporalio").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)

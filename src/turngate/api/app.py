@@ -37,6 +37,7 @@ from turngate.telemetry import (
     metrics_router,
     turn_queue_source,
 )
+from turngate.telemetry.http_metrics import HttpMetricsMiddleware
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary
 
@@ -93,6 +94,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         **fastapi_telemetry_options(),
     )
     instrument_app(app)
+    app.add_middleware(HttpMetricsMiddleware, metrics=metrics)
     app.include_router(ingress.router)
     app.include_router(observe.router)
     app.include_router(stream.router)

@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace.export import (
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
 from turngate import __version__
+from turngate.telemetry.otlp import otlp_span_exporter
 
 log = logging.getLogger(__name__)
 
@@ -110,16 +111,7 @@ def _env_exporters(names: list[str]) -> list[SpanExporter]:
     exporters: list[SpanExporter] = []
     for name in names:
         if name == "otlp":
-            protocol = os.environ.get(
-                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-            )
-            if protocol and protocol != "http/protobuf":
-                log.warning(
-                    "OTEL_EXPORTER_OTLP_PROTOCOL=%s: only http/protobuf is installed; using it", protocol
-                )
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            exporters.append(OTLPSpanExporter())  # endpoint, headers, timeout: from OTEL_* env
+            exporters.append(otlp_span_exporter())  # protocol, endpoint, headers: from OTEL_* env
         elif name == "console":
             exporters.append(ConsoleSpanExporter())
         else:

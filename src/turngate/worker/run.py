@@ -39,6 +39,7 @@ from turngate.telemetry import (
     flush_tracing,
     serve_worker_metrics,
 )
+from turngate.telemetry.genai_metrics import configure_genai_metrics, flush_genai_metrics
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary
 from turngate.workflows.turn import TurnWorkflow
@@ -55,6 +56,7 @@ async def running_worker(
     """Start the turn and llm workers; on exit, shut them down gracefully."""
     boundary = load_boundary(settings)
     configure_tracing(WORKER_SERVICE)  # before connecting: the client carries the interceptor
+    configure_genai_metrics(WORKER_SERVICE)  # gen_ai.client.* over OTLP when OTEL_* asks for it
     client = client or await connect(settings)
     await ensure_search_attributes(client)
     store = LedgerStore(settings.effective_ledger_url)
@@ -131,6 +133,7 @@ async def running_worker(
         if metrics_server is not None:
             metrics_server.close()
         flush_tracing()
+        flush_genai_metrics()
         log.info("worker stopped")
 
 

@@ -97,6 +97,8 @@ class ProviderCallInput(_Model):
     provider: str
     model: str
     messages: list[dict[str, str]]
+    # The conversation (gen_ai.conversation.id on the provider span); None in older histories.
+    thread_id: str | None = None
     max_tokens: int | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
     # The current message was over the inline limit: the activity reads it from this artifact.
