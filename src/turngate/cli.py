@@ -508,6 +508,9 @@ def build_parser() -> argparse.ArgumentParser:
     from turngate.security.cli import add_keys_parser
 
     add_keys_parser(sub)
+    from turngate.setup_cli import add_setup_parser
+
+    add_setup_parser(sub)
     from turngate.cli_jobs import add_jobs_parsers
 
     add_jobs_parsers(sub)
