@@ -168,8 +168,10 @@ async def test_the_deployed_topology_as_processes(
     assert oct(admin_key_file.stat().st_mode & 0o777) == "0o600"
 
     ports = [free_port(), free_port()]
+    worker_port = free_port()  # the k8s manifests set TURNGATE_WORKER_METRICS_BIND for probes
+    worker_env = env | {"TURNGATE_WORKER_METRICS_BIND": f"127.0.0.1:{worker_port}"}
     procs = [
-        _turngate(["worker"], env, tmp_path / "worker-a.log"),
+        _turngate(["worker"], worker_env, tmp_path / "worker-a.log"),
         _turngate(["worker"], env, tmp_path / "worker-b.log"),
         *(
             _turngate(["serve", "--host", "127.0.0.1", "--port", str(p)], env, tmp_path / f"api-{p}.log")
@@ -179,6 +181,14 @@ async def test_the_deployed_topology_as_processes(
     try:
         for port in ports:
             await asyncio.to_thread(wait_http, f"http://127.0.0.1:{port}/healthz", 90)
+        await asyncio.to_thread(wait_http, f"http://127.0.0.1:{worker_port}/healthz", 90)
+        async with httpx.AsyncClient(timeout=10) as probe:
+            for _ in range(100):  # ready once its first check has run
+                worker_health = await probe.get(f"http://127.0.0.1:{worker_port}/healthz")
+                if worker_health.status_code == 200:
+                    break
+                await asyncio.sleep(0.2)
+            assert worker_health.json() == {"ok": True}
         # The first chat of DEPLOY.md, with the bootstrapped key.
         chat = [sys.executable, "-m", "turngate", "chat", MESSAGE, "--url", f"http://127.0.0.1:{ports[0]}"]
         said = await asyncio.to_thread(
