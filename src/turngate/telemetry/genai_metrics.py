@@ -25,7 +25,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
 from turngate import __version__
-from turngate.telemetry.otlp import otlp_metric_exporter
+from turngate.telemetry.otlp import exporter_names, otlp_metric_exporter
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,6 @@ OPERATION_DURATION = "gen_ai.client.operation.duration"
 #: Bucket boundaries the GenAI conventions recommend for each histogram.
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
-_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 
 
 class GenAiMetrics:
@@ -59,16 +58,6 @@ _lock = threading.Lock()
 _current: GenAiMetrics | None = None
 
 
-def metrics_exporter_names(environ: Mapping[str, str] | None = None) -> list[str]:
-    env = os.environ if environ is None else environ
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() in ("1", "true", "yes", "on"):
-        return []
-    names = [n.strip().lower() for n in env.get("OTEL_METRICS_EXPORTER", "").split(",") if n.strip()]
-    if names:
-        return [] if "none" in names else names
-    return ["otlp"] if any(env.get(name, "").strip() for name in _ENDPOINT_VARS) else []
-
-
 def _readers(names: list[str]) -> list[MetricReader]:
     readers: list[MetricReader] = []
     for name in names:
@@ -85,7 +74,7 @@ def configure_genai_metrics(service_name: str, *, reader: MetricReader | None = 
     """Start exporting the GenAI metrics of this process; False when the environment does not
     ask for it. A later call replaces the earlier configuration (tests)."""
     global _current
-    readers = [reader] if reader is not None else _readers(metrics_exporter_names())
+    readers = [reader] if reader is not None else _readers(exporter_names("metrics"))
     if not readers:
         return False
     name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or service_name

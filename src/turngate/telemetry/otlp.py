@@ -20,6 +20,23 @@ GRPC = "grpc"
 HTTP = "http/protobuf"
 
 
+def exporter_names(signal: Signal, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The exporters the environment asks for a signal (``[]``: off): ``OTEL_TRACES_EXPORTER`` /
+    ``OTEL_METRICS_EXPORTER``, else ``otlp`` when an OTLP endpoint (general or the signal's own)
+    is set. Unlike the OTel default, nothing is exported to localhost unless asked for.
+    ``OTEL_SDK_DISABLED=true`` wins over everything."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() in ("1", "true", "yes", "on"):
+        return []
+    names = [
+        n.strip().lower() for n in env.get(f"OTEL_{signal.upper()}_EXPORTER", "").split(",") if n.strip()
+    ]
+    if names:
+        return [] if "none" in names else names
+    endpoints = ("OTEL_EXPORTER_OTLP_ENDPOINT", f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
+    return ["otlp"] if any(env.get(name, "").strip() for name in endpoints) else []
+
+
 def otlp_protocol(signal: Signal, environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     own = env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
