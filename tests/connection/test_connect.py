@@ -5,6 +5,7 @@ profiles, and API keys (which imply TLS)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -15,11 +16,18 @@ from temporalio.service import TLSConfig
 from tests.connection.certs import SERVER_NAME, Pki
 from tests.connection.tls_proxy import server_context, tls_proxy
 from tests.stack import make_settings, running_stack
-from turngate.devserver import DevServer
+from turngate.devserver import DevServer, find_temporal_cli
 from turngate.settings import Settings, load_settings
 from turngate.temporal_client import connect, connect_config
 
 CONNECT_TIMEOUT_S = 60
+
+
+async def _temporal_cli_connects() -> bool:
+    """`temporal operator namespace describe` with this process's environment (TEMPORAL_*)."""
+    command = [str(find_temporal_cli()), "operator", "namespace", "describe", "--namespace", "default"]
+    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=60)
+    return done.returncode == 0
 
 
 def settings_from_env(tmp_path: Path) -> Settings:
@@ -127,6 +135,7 @@ async def test_an_api_key_connects_over_server_tls(
         client = await asyncio.wait_for(connect(settings_from_env(tmp_path)), CONNECT_TIMEOUT_S)
         assert client.api_key == "secret-api-key"
         await client.service_client.check_health()
+        assert await _temporal_cli_connects()  # and so does the `temporal` CLI, from the same env
 
 
 def test_an_explicit_address_wins_over_the_environment(
