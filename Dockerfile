@@ -25,15 +25,18 @@ ENV PATH=/opt/turngate/bin:${PATH} \
     TURNGATE_DATA_DIR=/var/lib/turngate \
     TURNGATE_HOST=0.0.0.0 \
     TURNGATE_PORT=8010
+# /run/turngate: where deployments mount the history encryption key and the first admin key;
+# owned by the app user so a fresh named volume there is writable by `turngate setup`.
 RUN groupadd --system --gid 10001 turngate \
     && useradd --system --uid 10001 --gid turngate --home-dir /var/lib/turngate --create-home \
-       --shell /usr/sbin/nologin turngate
+       --shell /usr/sbin/nologin turngate \
+    && install -d -o 10001 -g 10001 -m 0700 /run/turngate
 COPY --from=build /opt/turngate /opt/turngate
 USER 10001:10001
 WORKDIR /var/lib/turngate
 EXPOSE 8010
-# Probes the API. Worker containers (`turngate worker`) serve no HTTP: disable it there
-# (compose: `healthcheck: disable: true`; Kubernetes ignores HEALTHCHECK and uses its probes).
+# Probes the API. Disable it for worker, setup and gc containers (compose: `healthcheck:
+# disable: true`; Kubernetes ignores HEALTHCHECK and uses its probes).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8010/healthz', timeout=4)"]
 ENTRYPOINT ["turngate"]

@@ -29,8 +29,9 @@ ALLOW_ALL = "turngate.policies.allow_all"
 
 
 def _setup_logging() -> None:
-    level = os.environ.get("TURNGATE_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    from turngate.telemetry.logs import configure_logging
+
+    configure_logging(os.environ.get("TURNGATE_LOG_LEVEL", "INFO").upper())  # TURNGATE_LOG_FORMAT
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("temporalio").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -98,6 +99,8 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         log_file=settings.data_dir / "temporal.log",
     )
     settings = settings.model_copy(update={"temporal_address": server.address})
+    if args.encrypt:
+        settings = _dev_encryption(settings, server)
     stop = asyncio.Event()
     _stop_on_signals(stop)
     print(f"turngate {__version__}: starting Temporal dev server on {server.address} ...", flush=True)
@@ -118,6 +121,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                         f"  data dir       {settings.data_dir}",
                         f"  providers      {', '.join(_provider_names(settings))}",
                         f"  auth           {settings.auth_mode} (TURNGATE_AUTH)",
+                        f"  encryption     {_encryption_line(settings)}",
                         f"  dev API key    {dev_key}",
                         "                 (tenant dev, all roles; export TURNGATE_API_KEY=... for chat)",
                         "",
@@ -141,6 +145,26 @@ def _dev_key(settings: Settings) -> str:
 
     with LedgerStore(settings.effective_ledger_url) as store:
         return dev_key(store.engine, settings.data_dir)
+
+
+def _encryption_line(settings: Settings) -> str:
+    if settings.encryption_keys_file:
+        return f"on, keys in {settings.encryption_keys_file}"
+    return "on (TURNGATE_ENCRYPTION_KEYS)" if settings.encryption_keys else "off (turngate dev --encrypt)"
+
+
+def _dev_encryption(settings: Settings, server: Any) -> Settings:
+    """Encrypted histories in dev: a key file in the data dir (unless keys are configured), and
+    the dev server's UI decoding through this API's codec endpoint."""
+    from turngate.encryption import ensure_key_file
+
+    update: dict[str, Any] = {}
+    if not settings.encryption_keys and not settings.encryption_keys_file:
+        update["encryption_keys_file"] = ensure_key_file(settings.data_dir / "encryption-keys", "dev-1")
+    if server.ui_url:
+        update["temporal_ui_url"] = settings.temporal_ui_url or server.ui_url
+        server.extra_args.extend(["--ui-codec-endpoint", f"http://{settings.host}:{settings.port}/codec"])
+    return settings.model_copy(update=update)
 
 
 def _provider_names(settings: Settings) -> list[str]:
@@ -380,6 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--temporal-port", type=int, default=7233, help="Temporal frontend port (7233)")
     dev.add_argument("--ui-port", type=int, default=8233, help="Temporal Web UI port (8233)")
     dev.add_argument("--data-dir", help="ledger, artifacts and Temporal state (TURNGATE_DATA_DIR)")
+    dev.add_argument(
+        "--encrypt",
+        action="store_true",
+        help="encrypt Temporal histories (a key file in the data dir unless keys are configured)",
+    )
     dev.set_defaults(run=cmd_dev)
 
     serve = sub.add_parser("serve", help="run the API (needs a Temporal server and a worker)")
@@ -488,6 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     from turngate.security.cli import add_keys_parser
 
     add_keys_parser(sub)
+    from turngate.setup_cli import add_setup_parser
+
+    add_setup_parser(sub)
     from turngate.cli_jobs import add_jobs_parsers
 
     add_jobs_parsers(sub)

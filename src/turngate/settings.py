@@ -35,6 +35,11 @@ class Settings(BaseSettings):
     # Temporal (its own variable names)
     temporal_address: str = Field("127.0.0.1:7233", validation_alias=_alias("TEMPORAL_ADDRESS"))
     temporal_namespace: str = Field("default", validation_alias=_alias("TEMPORAL_NAMESPACE"))
+    # TLS, API keys and profiles come from Temporal's own client configuration (TEMPORAL_TLS_*,
+    # TEMPORAL_API_KEY, TEMPORAL_PROFILE, the TOML file): see turngate.temporal_client.
+    # Encrypted histories (docs/SECURITY.md): id=base64key entries; the first one encrypts.
+    encryption_keys: SecretStr | None = Field(None, validation_alias=_alias("TURNGATE_ENCRYPTION_KEYS"))
+    encryption_keys_file: Path | None = Field(None, validation_alias=_alias("TURNGATE_ENCRYPTION_KEYS_FILE"))
 
     # Storage
     data_dir: Path = Field(default_factory=_default_data_dir, validation_alias=_alias("TURNGATE_DATA_DIR"))

@@ -22,8 +22,10 @@ EXPECTED_SERVICES = {
     "minio",
     "minio-bucket",
     "redis",
+    "setup",
     "worker",
     "api",
+    "gc",
 }
 TURNGATE_ENV = {
     "TEMPORAL_ADDRESS",
@@ -37,7 +39,11 @@ TURNGATE_ENV = {
     "TURNGATE_POLICY_MODULE",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    "TURNGATE_AUTH",
+    "TURNGATE_ENCRYPTION_KEYS_FILE",
+    "TURNGATE_TEMPORAL_UI_URL",
 }
+SECRETS_VOLUME = "turngate-secrets"
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|API_KEY|ACCESS_KEY|PWD")
 VARIABLE = re.compile(r"\$\{(?P<name>[A-Z0-9_]+)(?P<op>:?[-?])?(?P<arg>[^}]*)\}")
 
@@ -59,7 +65,7 @@ def test_every_service_is_there(compose: dict[str, Any]) -> None:
 
 def test_official_images(compose: dict[str, Any]) -> None:
     images = {name: service.get("image", "") for name, service in _services(compose).items()}
-    assert images["postgresql"].startswith("postgres:${POSTGRES_VERSION:-16}")
+    assert images["postgresql"].startswith("postgres:${POSTGRES_VERSION:-16.")
     assert images["temporal"].startswith("temporalio/server:")
     assert images["temporal-schema"].startswith("temporalio/admin-tools:")
     assert images["temporal-namespace"].startswith("temporalio/admin-tools:")
@@ -85,11 +91,15 @@ def test_worker_and_api_are_configured_from_the_environment(compose: dict[str, A
         env = _env(services[name])
         assert env.keys() >= TURNGATE_ENV, TURNGATE_ENV - env.keys()
         assert env["TEMPORAL_ADDRESS"] == "temporal:7233"
-        assert env["TURNGATE_LEDGER_URL"].startswith("postgresql+psycopg://turngate:${TURNGATE_DB_PASSWORD")
+        # the least-privileged role; only setup connects as the owner
+        assert env["TURNGATE_LEDGER_URL"].startswith("postgresql+psycopg://turngate_app:${TURNGATE_APP_DB_")
         assert env["TURNGATE_LEDGER_URL"].endswith("@postgresql:5432/turngate")
         assert env["TURNGATE_ARTIFACTS"].startswith("s3://")
         assert env["AWS_ENDPOINT_URL"] == "http://minio:9000"
         assert env["TURNGATE_TOKEN_BUS_URL"].startswith("redis://redis:")
+        assert env["TURNGATE_AUTH"] == "keys"
+        assert env["TURNGATE_ENCRYPTION_KEYS_FILE"].startswith("/run/turngate/")
+        assert f"{SECRETS_VOLUME}:/run/turngate:ro" in services[name]["volumes"]
     assert services["worker"]["command"] == ["worker"]
     assert services["api"]["command"] == ["serve", "--host", "0.0.0.0", "--port", "8010"]
     assert services["worker"]["image"] == services["api"]["image"]
@@ -222,3 +232,58 @@ def test_docker_compose_config_accepts_the_file() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_temporal_frontend_and_ui_listen_on_this_host_only(compose: dict[str, Any]) -> None:
+    """They have no authentication: published, anyone on the network could read every history
+    or start a TurnWorkflow past the API's keys."""
+    services = _services(compose)
+    published = {name: service.get("ports", []) for name, service in services.items() if service.get("ports")}
+    for name, ports in published.items():
+        for port in ports:
+            if name == "api":
+                continue  # authenticated (TURNGATE_AUTH=keys)
+            assert str(port).startswith("127.0.0.1:"), (name, port)
+    assert set(published) == {"temporal", "temporal-ui", "minio", "api"}
+
+
+def test_every_image_is_pinned_to_a_version(compose: dict[str, Any]) -> None:
+    for name, service in _services(compose).items():
+        image = service["image"]
+        if image.startswith("${TURNGATE_IMAGE"):
+            continue
+        default = VARIABLE.search(image)
+        tag = default.group("arg") if default else image.rsplit(":", 1)[-1]
+        assert tag and tag != "latest" and re.search(r"\d", tag), (name, image)
+
+
+def test_setup_migrates_as_owner_and_bootstraps_the_keys(compose: dict[str, Any]) -> None:
+    services = _services(compose)
+    setup = services["setup"]
+    assert setup["command"][0] == "setup"
+    flags = dict(zip(setup["command"][1::2], setup["command"][2::2], strict=True))
+    assert flags["--app-role"] == "turngate_app"
+    app_env = _env(services["api"])
+    assert flags["--encryption-keys-file"] == app_env["TURNGATE_ENCRYPTION_KEYS_FILE"]
+    assert flags["--admin-key-file"].startswith("/run/turngate/")
+    assert _env(setup)["TURNGATE_LEDGER_URL"].startswith(
+        "postgresql+psycopg://turngate:${TURNGATE_DB_PASSWORD"
+    )
+    assert f"{SECRETS_VOLUME}:/run/turngate" in setup["volumes"]
+    assert str(setup["restart"]).startswith("on-failure")
+    assert SECRETS_VOLUME in compose["volumes"]
+    for name in ("worker", "api", "gc"):
+        assert services[name]["depends_on"]["setup"]["condition"] == "service_completed_successfully"
+
+
+def test_gc_runs_on_a_schedule(compose: dict[str, Any]) -> None:
+    gc = _services(compose)["gc"]
+    assert gc["entrypoint"] == ["/bin/sh", "-c"]
+    [loop] = gc["command"]
+    assert "turngate gc --older-than" in loop and "sleep 86400" in loop
+    assert _env(gc)["TURNGATE_GC_OLDER_THAN"].startswith("${TURNGATE_GC_OLDER_THAN:-")
+
+
+def test_the_temporal_ui_decodes_through_the_codec_endpoint(compose: dict[str, Any]) -> None:
+    env = _env(_services(compose)["temporal-ui"])
+    assert env["TEMPORAL_CODEC_ENDPOINT"].endswith("/codec")

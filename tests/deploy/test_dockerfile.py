@@ -72,6 +72,12 @@ def test_runtime_stage_runs_as_a_non_root_user() -> None:
     assert user not in ("root", "0")
     assert int(user) >= 1000
     assert any("useradd" in arg and f"--uid {user}" in arg for name, arg in runtime if name == "RUN")
+    # A fresh named volume takes the image directory's owner: setup (as the user) must write there.
+    assert any(
+        f"install -d -o {user} -g {user} -m 0700 /run/turngate" in arg
+        for name, arg in runtime
+        if name == "RUN"
+    )
 
 
 def test_entrypoint_and_default_command() -> None:

@@ -12,17 +12,29 @@ import yaml
 
 from tests.deploy.conftest import DEPLOY, K8S, load_yaml_documents
 
-WORKLOADS = {"Deployment", "StatefulSet", "Job"}
+WORKLOADS = {"Deployment", "StatefulSet", "Job", "CronJob"}
 PLACEHOLDER_VALUES = {"", "REPLACE_ME"}
+#: Example Secrets, in no kustomization: `kubectl apply -k` must never write a Secret.
+SECRETS_EXAMPLE = K8S / "secrets-example"
 
 
 def _manifest_files() -> list[Path]:
-    return sorted(p for p in K8S.rglob("*.yaml") if p.name != "kustomization.yaml")
+    return sorted(
+        p for p in K8S.rglob("*.yaml") if p.name != "kustomization.yaml" and SECRETS_EXAMPLE not in p.parents
+    )
 
 
 @pytest.fixture(scope="module")
-def objects() -> list[dict[str, Any]]:
+def applied() -> list[dict[str, Any]]:
+    """What `kubectl apply -k deploy/k8s` writes."""
     return [doc for path in _manifest_files() for doc in load_yaml_documents(path)]
+
+
+@pytest.fixture(scope="module")
+def objects(applied: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The applied objects plus the Secrets an operator creates from secrets-example/."""
+    examples = [doc for path in sorted(SECRETS_EXAMPLE.glob("*.yaml")) for doc in load_yaml_documents(path)]
+    return applied + examples
 
 
 def _find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -32,7 +44,8 @@ def _find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]
 
 
 def _pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
-    return workload["spec"]["template"]["spec"]
+    spec = workload["spec"]["jobTemplate"]["spec"] if workload["kind"] == "CronJob" else workload["spec"]
+    return spec["template"]["spec"]
 
 
 def _containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -101,7 +114,7 @@ def test_worker_and_api_are_separate_deployments_of_one_image(objects: list[dict
     assert worker_container["image"] == api_container["image"] == "turngate"
     assert worker_container["args"] == ["worker"]
     assert api_container["args"] == ["serve", "--host", "0.0.0.0", "--port", "8010"]
-    assert "ports" not in worker_container
+    assert worker_container["ports"] == [{"name": "metrics", "containerPort": 9464}]
     assert api_container["ports"] == [{"name": "http", "containerPort": 8010}]
     for deployment in (worker, api):
         assert deployment["spec"]["replicas"] >= 2
@@ -116,6 +129,90 @@ def test_api_probes_use_healthz(objects: list[dict[str, Any]]) -> None:
     assert api["startupProbe"]["tcpSocket"] == {"port": "http"}
     service = _find(objects, "Service", "turngate-api")
     assert service["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_worker_probes_use_its_healthz(objects: list[dict[str, Any]]) -> None:
+    [worker] = _pod_spec(_find(objects, "Deployment", "turngate-worker"))["containers"]
+    env = {variable["name"]: variable.get("value") for variable in worker["env"]}
+    assert env["TURNGATE_WORKER_METRICS_BIND"] == "0.0.0.0:9464"
+    assert worker["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert worker["livenessProbe"]["tcpSocket"] == {"port": "metrics"}
+
+
+def test_no_secret_is_applied_by_kustomize(applied: list[dict[str, Any]]) -> None:
+    """A placeholder Secret in a kustomization would overwrite the real one on every apply."""
+    assert not [o["metadata"]["name"] for o in applied if o["kind"] == "Secret"]
+    names = {o["metadata"]["name"] for o in load_yaml_documents_all(SECRETS_EXAMPLE)}
+    assert names == {
+        "turngate-secrets",
+        "turngate-owner-db",
+        "turngate-encryption-keys",
+        "postgres-credentials",
+        "minio-credentials",
+    }
+
+
+def load_yaml_documents_all(directory: Path) -> list[dict[str, Any]]:
+    return [doc for path in sorted(directory.glob("*.yaml")) for doc in load_yaml_documents(path)]
+
+
+def test_the_app_comes_up_secure(objects: list[dict[str, Any]]) -> None:
+    config = _find(objects, "ConfigMap", "turngate-config")["data"]
+    assert config["TURNGATE_AUTH"] == "keys"
+    keys_file = Path(config["TURNGATE_ENCRYPTION_KEYS_FILE"])
+    for name in ("turngate-worker", "turngate-api"):
+        spec = _pod_spec(_find(objects, "Deployment", name))
+        [container] = spec["containers"]
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["encryption-keys"]["mountPath"] == str(keys_file.parent)
+        assert mounts["encryption-keys"]["readOnly"] is True
+        volume = next(v for v in spec["volumes"] if v["name"] == "encryption-keys")
+        assert volume["secret"]["secretName"] == "turngate-encryption-keys"
+    encryption = _find(objects, "Secret", "turngate-encryption-keys")["stringData"]
+    assert keys_file.name in encryption
+    # The app's ledger URL is the least-privileged role; only the setup Job has the owner's.
+    app_url = _find(objects, "Secret", "turngate-secrets")["stringData"]["TURNGATE_LEDGER_URL"]
+    assert app_url.startswith("postgresql+psycopg://turngate_app:")
+    setup = _find(objects, "Job", "turngate-setup")
+    [container] = _pod_spec(setup)["containers"]
+    assert container["args"] == ["setup", "--app-role", "turngate_app"]
+    [owner] = container["env"]
+    assert owner["valueFrom"]["secretKeyRef"] == {"name": "turngate-owner-db", "key": "TURNGATE_LEDGER_URL"}
+    owner_url = _find(objects, "Secret", "turngate-owner-db")["stringData"]["TURNGATE_LEDGER_URL"]
+    assert owner_url.startswith("postgresql+psycopg://turngate:")
+    gc = _find(objects, "CronJob", "turngate-gc")
+    assert gc["spec"]["schedule"]
+    [gc_container] = _pod_spec(gc)["containers"]
+    assert gc_container["args"][:2] == ["gc", "--older-than"]
+
+
+def test_only_turngate_reaches_the_temporal_frontend(objects: list[dict[str, Any]]) -> None:
+    policy = _find(objects, "NetworkPolicy", "temporal-frontend")
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "temporal"}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    frontend, internal = policy["spec"]["ingress"]
+    assert frontend["ports"] == [{"protocol": "TCP", "port": 7233}]
+    allowed = [peer["podSelector"]["matchLabels"] for peer in frontend["from"]]
+    assert allowed == [
+        {"app.kubernetes.io/name": "turngate", "app.kubernetes.io/component": "worker"},
+        {"app.kubernetes.io/name": "turngate", "app.kubernetes.io/component": "api"},
+        {"app.kubernetes.io/name": "temporal-ui"},
+        {"app.kubernetes.io/name": "temporal-namespace"},
+    ]
+    assert internal == {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "temporal"}}}]}
+    # every selector matches a pod template (a typo would silently shut turngate out)
+    pod_labels = [_pod_spec_labels(o) for o in objects if o["kind"] in WORKLOADS]
+    for selector in allowed:
+        assert any(selector.items() <= labels.items() for labels in pod_labels), selector
+    ui = _find(objects, "Deployment", "temporal-ui")
+    [ui_container] = _pod_spec(ui)["containers"]
+    ui_env = {v["name"]: v.get("value") for v in ui_container["env"]}
+    assert ui_env["TEMPORAL_CODEC_ENDPOINT"].endswith("/codec")
+
+
+def _pod_spec_labels(workload: dict[str, Any]) -> dict[str, str]:
+    spec = workload["spec"]["jobTemplate"]["spec"] if workload["kind"] == "CronJob" else workload["spec"]
+    return spec["template"]["metadata"]["labels"]
 
 
 def test_configuration_comes_from_the_configmap_and_the_secret(objects: list[dict[str, Any]]) -> None:
@@ -142,9 +239,9 @@ def test_configuration_comes_from_the_configmap_and_the_secret(objects: list[dic
         assert {"secretRef": {"name": "turngate-secrets"}} in sources
 
 
-def test_secrets_hold_placeholders_only(objects: list[dict[str, Any]]) -> None:
+def test_example_secrets_hold_placeholders_only(objects: list[dict[str, Any]]) -> None:
     secrets = [o for o in objects if o["kind"] == "Secret"]
-    assert len(secrets) >= 3
+    assert len(secrets) >= 5
     for secret in secrets:
         assert "data" not in secret, "use stringData placeholders, never encoded values"
         for key, value in secret["stringData"].items():

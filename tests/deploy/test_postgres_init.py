@@ -8,12 +8,16 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import ProgrammingError
 
 from tests.deploy.conftest import DEPLOY
 from tests.ledger.helpers import draft
 from tests.ledger.postgres import ThrowawayCluster, admin_connection, find_binaries
 from turngate.ledger import LedgerStore, verify_ledger
+from turngate.security.keys import KeyStore
+from turngate.setup_cli import grant_app_role
 
 SCRIPT = DEPLOY / "postgres" / "initdb.d" / "10-roles.sh"
 
@@ -45,24 +49,46 @@ def test_roles_script_creates_the_roles_and_the_ledger_database(cluster_url: URL
         "PGPORT": str(cluster_url.port),
         "TEMPORAL_DB_PASSWORD": "temporal-pw",
         "TURNGATE_DB_PASSWORD": "turngate-pw",
+        "TURNGATE_APP_DB_PASSWORD": "app-pw",
     }
     subprocess.run(["sh", str(SCRIPT)], env=env, check=True, capture_output=True, text=True)
     with admin_connection(cluster_url) as conn:
         roles = dict(
             conn.execute(
-                "SELECT rolname, rolcreatedb FROM pg_roles WHERE rolname IN ('temporal', 'turngate')"
+                "SELECT rolname, rolcreatedb FROM pg_roles"
+                " WHERE rolname IN ('temporal', 'turngate', 'turngate_app')"
             ).fetchall()
         )
         owner = conn.execute(
             "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'turngate'"
         ).fetchone()
-    assert roles == {"temporal": True, "turngate": False}
+    assert roles == {"temporal": True, "turngate": False, "turngate_app": False}
     assert owner == ("turngate",)
     # The turngate role owns its database: the ledger migrates itself there on first start.
     ledger_url = cluster_url.set(username="turngate", password="turngate-pw", database="turngate")
     with LedgerStore(ledger_url.render_as_string(hide_password=False)) as store:
         store.append(draft("c-1"))
         assert verify_ledger(store).ok
+        grant_app_role(store.engine, "turngate_app")  # what `turngate setup --app-role` does
+    # The application role appends and reads, and cannot rewrite history.
+    app_url = cluster_url.set(username="turngate_app", password="app-pw", database="turngate")
+    with LedgerStore(app_url.render_as_string(hide_password=False)) as store:
+        store.append(draft("c-2"))
+        assert verify_ledger(store).ok
+        created = KeyStore(store.engine).create("acme", "intent.write")
+        assert KeyStore(store.engine).revoke(created.key.key_id)
+        for statement in (
+            "UPDATE events SET payload = payload",
+            "DELETE FROM api_keys",
+            "TRUNCATE events",
+            "DROP TRIGGER events_append_only_truncate ON events",
+            "CREATE TABLE mine (x int)",
+        ):
+            with (
+                pytest.raises(ProgrammingError, match=r"permission denied|must be owner"),
+                store.engine.begin() as conn,
+            ):
+                conn.execute(text(statement))
 
 
 def test_roles_script_refuses_to_run_without_the_passwords(cluster_url: URL) -> None:

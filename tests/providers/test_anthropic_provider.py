@@ -131,3 +131,13 @@ def test_shape_without_conversation_is_bad_request() -> None:
         to_anthropic([_m("system", "only a system prompt")])
     assert info.value.type == "provider.bad_request"
     assert info.value.retryable is False
+
+
+async def test_the_response_id_rides_on_the_first_chunk_only(anthropic_server: FakeAnthropicServer) -> None:
+    provider = AnthropicChatProvider(api_key=KEY, base_url=anthropic_server.base_url)
+    try:
+        chunks = [chunk async for chunk in provider.stream(make_request("anthropic", "claude-haiku-4-5"))]
+    finally:
+        await provider.aclose()
+    assert chunks[0].response_id == "msg_fake" and chunks[0].text
+    assert all(chunk.response_id is None for chunk in chunks[1:])

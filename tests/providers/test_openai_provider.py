@@ -71,3 +71,13 @@ async def test_without_usage_chunk_still_ends_with_usage(openai_server: FakeOpen
     assert "".join(c.text for c in chunks) == "Hello from the fake server"
     assert chunks[-1].text == ""
     assert chunks[-1].usage == Usage(input_tokens=None, output_tokens=None)
+
+
+async def test_the_response_id_rides_on_the_first_chunk_only(openai_server: FakeOpenAIServer) -> None:
+    provider = OpenAIChatProvider(api_key=KEY, base_url=openai_server.base_url)
+    try:
+        chunks = [chunk async for chunk in provider.stream(make_request("openai", "gpt-4o-mini"))]
+    finally:
+        await provider.aclose()
+    assert chunks[0].response_id == "chatcmpl-fake" and chunks[0].text
+    assert all(chunk.response_id is None for chunk in chunks[1:])

@@ -82,19 +82,48 @@ def test_provider_span_has_genai_attributes_and_no_content(spans) -> None:
     assert value("turngate_provider_tokens_total", {"provider": "openai", "direction": "output"}) == 5
 
 
-def test_content_only_with_turngate_trace_content(spans, monkeypatch) -> None:
-    monkeypatch.setenv("TURNGATE_TRACE_CONTENT", "true")
+@pytest.mark.parametrize(
+    "switch", ["TURNGATE_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"]
+)
+def test_content_only_when_opted_in(spans, monkeypatch, switch: str) -> None:
+    with provider_span("anthropic", "claude-x", operation="chat") as call:
+        call.record_input(PROMPT)
+        call.record_output("the secret answer")
+    assert "secret" not in json.dumps(dict(the_span(spans, "chat claude-x").attributes))
+    spans.clear()
+    monkeypatch.setenv(switch, "true")
     with provider_span("anthropic", "claude-x", operation="chat") as call:
         call.record_input(PROMPT)
         call.record_output("the secret answer")
     span = the_span(spans, "chat claude-x")
-    events = {e.name: e.attributes for e in span.events}
-    assert set(events) == {"gen_ai.input.messages", "gen_ai.output.messages"}
-    sent = json.loads(events["gen_ai.input.messages"]["gen_ai.input.messages"])
+    assert span.events == ()  # the conventions' opt-in attributes, not events
+    sent = json.loads(span.attributes["gen_ai.input.messages"])
     assert sent[1] == {"role": "user", "parts": [{"type": "text", "content": "my secret plan"}]}
-    answer = json.loads(events["gen_ai.output.messages"]["gen_ai.output.messages"])
+    answer = json.loads(span.attributes["gen_ai.output.messages"])
     assert answer[0]["parts"][0]["content"] == "the secret answer"
-    assert "secret" not in json.dumps(dict(span.attributes))  # content only in the events
+
+
+def test_conversation_response_server_and_max_tokens(spans) -> None:
+    with provider_span(
+        "openai",
+        "gpt-4o-mini",
+        conversation_id="thread-1",
+        max_tokens=64,
+        server_url="https://api.openai.com/v1",
+    ) as call:
+        call.record_response_id("chatcmpl-123")
+    attrs = the_span(spans, "chat gpt-4o-mini").attributes
+    assert attrs["gen_ai.conversation.id"] == "thread-1"
+    assert attrs["gen_ai.request.max_tokens"] == 64
+    assert attrs["gen_ai.response.id"] == "chatcmpl-123"
+    assert (attrs["server.address"], attrs["server.port"]) == ("api.openai.com", 443)
+    with provider_span("ollama", "llama", server_url="http://127.0.0.1:11434"):
+        pass
+    attrs = the_span(spans, "chat llama").attributes
+    assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", 11434)
+    with provider_span("echo", "echo-1", server_url=None):
+        pass
+    assert "server.address" not in the_span(spans, "chat echo-1").attributes
 
 
 def test_errors_carry_their_type_not_their_message(spans) -> None:

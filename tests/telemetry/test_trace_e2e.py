@@ -84,6 +84,7 @@ async def test_one_turn_is_one_trace_with_genai_and_decision_spans(settings, spa
         "gen_ai.response.model": "echo-1",
         "gen_ai.usage.input_tokens": 1,
         "gen_ai.usage.output_tokens": 2,
+        "gen_ai.conversation.id": "c-tr",  # the thread
     }
     assert genai.attributes["turngate.correlation_id"] == "c-tr"
     assert not genai.events  # no content without TURNGATE_TRACE_CONTENT

@@ -42,7 +42,7 @@ from turngate.providers.base import (
     ToolDefinition,
 )
 from turngate.streaming.base import NullBus, TokenPublisher
-from turngate.telemetry import TurngateMetrics, provider_span
+from turngate.telemetry import ProviderCall, TurngateMetrics, provider_span
 from turngate.workflows.shared import ProviderCallInput, ProviderCallResult
 
 log = logging.getLogger(__name__)
@@ -121,24 +121,28 @@ class ProviderActivities:
     @activity.defn(name="turngate.call_provider")
     async def call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
         # A GenAI client span (content only with TURNGATE_TRACE_CONTENT) plus latency/token metrics.
+        provider = self._providers.get(inp.provider)
         with provider_span(
             inp.provider,
             inp.model,
             metrics=self._metrics,
             attributes={"turngate.correlation_id": inp.correlation_id},
+            conversation_id=inp.thread_id,
+            max_tokens=inp.max_tokens,
+            server_url=getattr(provider, "base_url", None),
         ) as traced:
             traced.record_input(inp.messages)
             if activity.info().is_local and self._local_slots is not None:
                 async with self._local_slots:
-                    result = await self._call_provider(inp)
+                    result = await self._call_provider(inp, traced)
             else:
-                result = await self._call_provider(inp)
+                result = await self._call_provider(inp, traced)
             traced.record_usage(result.usage)
             traced.record_response(model=result.model)
             traced.record_output(result.output_text)
             return result
 
-    async def _call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
+    async def _call_provider(self, inp: ProviderCallInput, traced: ProviderCall) -> ProviderCallResult:
         provider = self._providers.get(inp.provider)
         if provider is None:
             raise ApplicationError(
@@ -167,6 +171,8 @@ class ProviderActivities:
                     calls.extend(chunk.tool_calls)
                 if chunk.usage is not None:
                     usage = chunk.usage.model_dump()
+                if chunk.response_id:
+                    traced.record_response_id(chunk.response_id)
             text = "".join(parts)
             offloaded = await self._offload(text)
         except ProviderError as exc:

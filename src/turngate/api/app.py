@@ -15,6 +15,7 @@ from temporalio.client import Client
 from turngate import __version__
 from turngate.api import ingress, jobs, observe, stream
 from turngate.api.admission import TurnSlots
+from turngate.api.codec import mount_codec
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState
 from turngate.api.ui import mount_ui
@@ -36,6 +37,7 @@ from turngate.telemetry import (
     metrics_router,
     turn_queue_source,
 )
+from turngate.telemetry.http_metrics import HttpMetricsMiddleware
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary
 
@@ -50,7 +52,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         configure_tracing(API_SERVICE)  # before connecting: the client carries the interceptor
         boundary = load_boundary(settings)
         temporal = client or await connect(settings)
-        await ensure_search_attributes(temporal, settings.temporal_namespace)
+        app.state.search_attributes = await ensure_search_attributes(temporal)
         store = LedgerStore(settings.effective_ledger_url)
         watcher = LedgerWatcher(store)
         watcher.start()
@@ -92,11 +94,13 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         **fastapi_telemetry_options(),
     )
     instrument_app(app)
+    app.add_middleware(HttpMetricsMiddleware, metrics=metrics)
     app.include_router(ingress.router)
     app.include_router(observe.router)
     app.include_router(stream.router)
     app.include_router(jobs.router)
     app.include_router(metrics_router(metrics))
+    mount_codec(app, settings)
     mount_ui(app)
 
     @app.exception_handler(AuthError)

@@ -43,7 +43,14 @@ from turngate.ledger import LedgerUnavailableError
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.streams import stream_slots
-from turngate.workflows.shared import SA_ACTOR, SA_THREAD_ID, SA_TURN_ID, TurnInput, turn_workflow_id
+from turngate.workflows.shared import (
+    SA_ACTOR,
+    SA_TENANT_ID,
+    SA_THREAD_ID,
+    SA_TURN_ID,
+    TurnInput,
+    turn_workflow_id,
+)
 from turngate.workflows.turn import TurnWorkflow
 
 log = logging.getLogger(__name__)
@@ -161,6 +168,7 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
                     SearchAttributePair(SA_TURN_ID, envelope.turn_id),
                     SearchAttributePair(SA_ACTOR, envelope.payload.actor),
                 ]
+                + ([SearchAttributePair(SA_TENANT_ID, envelope.tenant_id)] if envelope.tenant_id else [])
             ),
         )
     except WorkflowAlreadyStartedError:

@@ -240,7 +240,13 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         "ok": temporal_ok,
         "gateway": "turngate",
         "version": __version__,
-        "temporal": {"address": state.settings.temporal_address, "reachable": temporal_ok},
+        "temporal": {
+            "address": state.client.service_client.config.target_host,
+            "namespace": state.client.namespace,
+            "reachable": temporal_ok,
+            # Registration refused (Temporal Cloud): turns fail until an operator adds these.
+            "missing_search_attributes": _missing_search_attributes(request),
+        },
         "ledger": {"length": length, "head_digest": head},
         "job_runtime": {
             # chat.message: turns allowed and waiting for or in a provider call; case.*: jobs
@@ -263,6 +269,11 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
             },
         },
     }
+
+
+def _missing_search_attributes(request: Request) -> list[str]:
+    registered = getattr(request.app.state, "search_attributes", None)
+    return list(registered.missing) if registered is not None else []
 
 
 def _sa(wf: Any, name: str) -> str | None:

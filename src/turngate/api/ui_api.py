@@ -110,7 +110,7 @@ async def ui_config(request: Request, state: Annotated[ApiState, Depends(api_sta
         "gateway": "turngate",
         "version": __version__,
         "temporal_ui_url": str(base).rstrip("/"),
-        "temporal_namespace": settings.temporal_namespace,
+        "temporal_namespace": state.client.namespace,  # as connected (a profile may name it)
         "tenant_scoped": caller_tenant(request) is not None,
         # Where a live /tail should start (?since=) so that nothing after this answer is missed.
         "head_index": length - 1,
@@ -293,7 +293,7 @@ def workflow_link(state: ApiState, intent: Event) -> dict[str, str]:
         intent.stream_id, intent.thread_id, intent.turn_id, settings.workflow_id_prefix
     )
     base = str(getattr(settings, "temporal_ui_url", None) or DEFAULT_TEMPORAL_UI_URL).rstrip("/")
-    namespace = quote(settings.temporal_namespace, safe="")
+    namespace = quote(state.client.namespace, safe="")
     url = f"{base}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
     return {"workflow_id": workflow_id, "url": url}
 

@@ -289,12 +289,13 @@ async def replay_workflows_command(
     from temporalio.service import RPCError
 
     from turngate.audit.replay import DEFAULT_WORKFLOW_QUERY, replay_workflows
-    from turngate.temporal_client import connect
+    from turngate.temporal_client import connect, connect_config
 
     try:
         client = await connect(settings)
     except (RPCError, RuntimeError, OSError) as exc:
-        err.write(f"replay: cannot connect to Temporal at {settings.temporal_address}: {exc}\n")
+        address = connect_config(settings).get("target_host")
+        err.write(f"replay: cannot connect to Temporal at {address}: {exc}\n")
         return EXIT_ERROR
     try:
         report = await replay_workflows(

@@ -28,6 +28,7 @@ from turngate.providers.base import (
     ChatMessage,
     ProviderError,
     ProviderRequest,
+    ResponseIdOnce,
     StreamChunk,
     ToolDefinition,
     Usage,
@@ -124,6 +125,7 @@ class AnthropicChatProvider:
         if request.tools:
             params["tools"] = anthropic_tools(request.tools)
         calls = ToolCallAccumulator(self.name)
+        response_id = ResponseIdOnce()
         input_tokens: int | None = None
         output_tokens: int | None = None
         try:
@@ -131,6 +133,7 @@ class AnthropicChatProvider:
             async with response:
                 async for event in response:
                     if event.type == "message_start":
+                        response_id.see(event.message.id)
                         input_tokens = _total_input(event.message.usage)
                         output_tokens = event.message.usage.output_tokens
                     elif event.type == "content_block_start":
@@ -144,7 +147,7 @@ class AnthropicChatProvider:
                             )
                     elif event.type == "content_block_delta":
                         if event.delta.type == "text_delta" and event.delta.text:
-                            yield StreamChunk(text=event.delta.text)
+                            yield StreamChunk(text=event.delta.text, response_id=response_id.take())
                         elif event.delta.type == "input_json_delta":
                             calls.add_arguments(event.index, event.delta.partial_json)
                     elif event.type == "message_delta":
@@ -157,7 +160,7 @@ class AnthropicChatProvider:
                 raise
             raise error from None
         if calls:
-            yield StreamChunk(tool_calls=calls.complete())
+            yield StreamChunk(tool_calls=calls.complete(), response_id=response_id.take())
         yield StreamChunk(usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
 
     async def aclose(self) -> None:

@@ -85,12 +85,32 @@ class ToolCallChunk(BaseModel):
 
 
 class StreamChunk(BaseModel):
-    """One streamed piece: a text delta, the model's complete tool calls, or (last) the usage the
-    provider reported."""
+    """One streamed piece: a text delta, the model's complete tool calls, (last) the usage the
+    provider reported, or (once, first) the vendor's id of the response."""
 
     text: str = ""
     usage: Usage | None = None
     tool_calls: list[ToolCallChunk] | None = None
+    response_id: str | None = None
+
+
+class ResponseIdOnce:
+    """The vendor's response id, handed out with the first chunk a provider yields after it is
+    seen (so a stream's chunks stay text, tool calls and usage: no chunk only for the id)."""
+
+    def __init__(self) -> None:
+        self._id: str | None = None
+        self._sent = False
+
+    def see(self, response_id: str | None) -> None:
+        if self._id is None and response_id:
+            self._id = response_id
+
+    def take(self) -> str | None:
+        if self._sent or self._id is None:
+            return None
+        self._sent = True
+        return self._id
 
 
 class ProviderError(Exception):

@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 
-from turngate.providers.base import ProviderRequest, StreamChunk, Usage
+from turngate.providers.base import ProviderRequest, ResponseIdOnce, StreamChunk, Usage
 from turngate.providers.errors import classify_exception
 from turngate.providers.tool_calls import ToolCallAccumulator, function_tools
 from turngate.settings import Settings
@@ -69,10 +69,12 @@ class OpenAIChatProvider:
             params["tools"] = function_tools(request.tools)
         usage = Usage()
         calls = ToolCallAccumulator(self.name)
+        response_id = ResponseIdOnce()
         try:
             response = await self._client.chat.completions.create(**params)
             async with response:
                 async for chunk in response:
+                    response_id.see(chunk.id)
                     if chunk.usage is not None:
                         usage = Usage(
                             input_tokens=chunk.usage.prompt_tokens,
@@ -90,14 +92,14 @@ class OpenAIChatProvider:
                             )
                             calls.add_arguments(fragment.index, function.arguments if function else None)
                         if choice.delta.content:
-                            yield StreamChunk(text=choice.delta.content)
+                            yield StreamChunk(text=choice.delta.content, response_id=response_id.take())
         except Exception as exc:
             error = classify_exception(exc, vendor=self.name, secrets=self._secrets)
             if error is None:
                 raise
             raise error from None
         if calls:
-            yield StreamChunk(tool_calls=calls.complete())
+            yield StreamChunk(tool_calls=calls.complete(), response_id=response_id.take())
         yield StreamChunk(usage=usage)
 
     async def aclose(self) -> None:

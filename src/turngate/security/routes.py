@@ -29,6 +29,9 @@ ROUTE_ROLES: dict[str, str] = {
     "/artifacts": ROLE_INTENT_WRITE,
     # Operational, cross-tenant aggregates: operators only.
     "/metrics": ROLE_ADMIN,
+    # Decrypts every prompt and answer in Temporal histories (the Temporal UI's codec server).
+    "/codec/encode": ROLE_ADMIN,
+    "/codec/decode": ROLE_ADMIN,
 }
 
 #: JSON routes of the web UI (src/turngate/api/ui_api.py) read what /snapshot reads. Its static

@@ -1,10 +1,11 @@
 """Spans for the provider call (OTel GenAI conventions) and turngate's decision attributes.
 
-What goes on spans: provider, model, operation, token counts, error type, and turngate's
-decision, reason codes, digests and ids. Never message content, unless
-``TURNGATE_TRACE_CONTENT=true``: then the prompt messages and the answer are added as span
-events (``gen_ai.input.messages`` / ``gen_ai.output.messages``). That is SENSITIVE: whoever can
-read the traces can read the conversations; it is meant for debugging a development setup.
+What goes on spans: provider, model, operation, conversation (thread) id, response id, server
+address, max tokens, token counts, error type, and turngate's decision, reason codes, digests and
+ids. Never message content, unless ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``
+(or ``TURNGATE_TRACE_CONTENT=true``): then the prompt messages and the answer are added as the
+conventions' opt-in attributes ``gen_ai.input.messages`` / ``gen_ai.output.messages``. That is
+SENSITIVE: whoever can read the traces can read the conversations.
 
 Nothing here touches workflow code: workflow spans come from Temporal's interceptor, and these
 helpers run in activities (outside the workflow sandbox), where wall-clock spans are fine.
@@ -19,21 +20,42 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from turngate.telemetry.genai_metrics import record_genai_call
 from turngate.telemetry.tracing import tracer
 
 if TYPE_CHECKING:
     from turngate.telemetry.metrics import TurngateMetrics
 
 CONTENT_ENV = "TURNGATE_TRACE_CONTENT"
+#: The OTel GenAI instrumentations' own switch for the same thing.
+OTEL_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 
 def content_capture_enabled() -> bool:
-    """``TURNGATE_TRACE_CONTENT=true``: message text goes to span events (sensitive)."""
-    return os.environ.get(CONTENT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """Message text goes on provider spans (sensitive) when either switch is on."""
+    return any(
+        os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+        for name in (OTEL_CONTENT_ENV, CONTENT_ENV)
+    )
+
+
+def server_attributes(url: str | None) -> dict[str, Any]:
+    """``server.address`` / ``server.port`` of a provider's base URL (none for in-process echo)."""
+    if not url:
+        return {}
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return {}
+    attrs: dict[str, Any] = {"server.address": parts.hostname}
+    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    if port:
+        attrs["server.port"] = port
+    return attrs
 
 
 def error_type(exc: BaseException) -> str:
@@ -67,6 +89,7 @@ class ProviderCall:
         self.model = model
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
+        self.response_model: str | None = None
         self._capture = content_capture_enabled()
 
     def record_usage(self, usage: Mapping[str, Any] | None) -> None:
@@ -80,23 +103,28 @@ class ProviderCall:
                 self.span.set_attribute(f"gen_ai.usage.{key}", value)
 
     def record_response(self, *, model: str | None = None, finish_reason: str | None = None) -> None:
-        self.span.set_attribute("gen_ai.response.model", model or self.model)
+        self.response_model = model or self.model
+        self.span.set_attribute("gen_ai.response.model", self.response_model)
         if finish_reason:
             self.span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
 
+    def record_response_id(self, response_id: str) -> None:
+        """The vendor's id of the completion (``chatcmpl-...``, ``msg_...``)."""
+        self.span.set_attribute("gen_ai.response.id", response_id)
+
     def record_input(self, messages: Sequence[Any]) -> None:
-        """The prompt messages, only with ``TURNGATE_TRACE_CONTENT=true`` (sensitive)."""
+        """The prompt messages, only when content capture is on (sensitive)."""
         if self._capture and self.span.is_recording():
             body = json.dumps([_message_dict(m) for m in messages], ensure_ascii=False)
-            self.span.add_event("gen_ai.input.messages", {"gen_ai.input.messages": body})
+            self.span.set_attribute("gen_ai.input.messages", body)
 
     def record_output(self, text: str) -> None:
-        """The answer, only with ``TURNGATE_TRACE_CONTENT=true`` (sensitive)."""
+        """The answer, only when content capture is on (sensitive)."""
         if self._capture and self.span.is_recording():
             body = json.dumps(
                 [{"role": "assistant", "parts": [{"type": "text", "content": text}]}], ensure_ascii=False
             )
-            self.span.add_event("gen_ai.output.messages", {"gen_ai.output.messages": body})
+            self.span.set_attribute("gen_ai.output.messages", body)
 
 
 @contextlib.contextmanager
@@ -107,22 +135,31 @@ def provider_span(
     *,
     metrics: TurngateMetrics | None = None,
     attributes: Mapping[str, Any] | None = None,
+    conversation_id: str | None = None,
+    max_tokens: int | None = None,
+    server_url: str | None = None,
 ) -> Iterator[ProviderCall]:
     """A CLIENT span ``{operation} {model}`` around one provider call, current while it runs.
 
-    On exit it records ``error.type`` (and an ERROR status) for an exception, and, with
-    ``metrics``, the call's latency (``outcome`` ok / error / cancelled) and token counts.
-    ``attributes``: extra content-free attributes (``turngate.correlation_id``).
+    On exit it records ``error.type`` (and an ERROR status) for an exception, the GenAI client
+    metrics (when OTel metrics export is on), and, with ``metrics``, the Prometheus latency
+    (``outcome`` ok / error / cancelled) and token counts. ``attributes``: extra content-free
+    attributes (``turngate.correlation_id``); ``conversation_id``: the thread id.
     """
-    span_attributes: dict[str, Any] = {
+    common: dict[str, Any] = {
         "gen_ai.operation.name": operation,
         "gen_ai.provider.name": provider,
-        "gen_ai.system": provider,  # the pre-1.37 name of gen_ai.provider.name
         "gen_ai.request.model": model,
-    }
+    } | server_attributes(server_url)
+    span_attributes: dict[str, Any] = common | {"gen_ai.system": provider}  # pre-1.37 name
+    if conversation_id is not None:
+        span_attributes["gen_ai.conversation.id"] = conversation_id
+    if max_tokens is not None:
+        span_attributes["gen_ai.request.max_tokens"] = max_tokens
     span_attributes.update(attributes or {})
     started = time.monotonic()
     outcome = "ok"
+    failure: str | None = None
     with tracer().start_as_current_span(
         f"{operation} {model}",
         kind=SpanKind.CLIENT,
@@ -134,12 +171,21 @@ def provider_span(
         try:
             yield call
         except BaseException as exc:
-            kind = error_type(exc)
+            failure = error_type(exc)
             outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
-            span.set_attribute("error.type", kind)
-            span.set_status(Status(StatusCode.ERROR, kind))
+            span.set_attribute("error.type", failure)
+            span.set_status(Status(StatusCode.ERROR, failure))
             raise
         finally:
+            outcome_attrs = {"gen_ai.response.model": call.response_model} if call.response_model else {}
+            if failure is not None:
+                outcome_attrs["error.type"] = failure
+            record_genai_call(
+                common | outcome_attrs,
+                seconds=time.monotonic() - started,
+                input_tokens=call.input_tokens,
+                output_tokens=call.output_tokens,
+            )
             if metrics is not None:
                 metrics.observe_provider_call(
                     provider,

@@ -14,6 +14,7 @@ import contextlib
 import inspect
 import logging
 import os
+import platform
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -27,9 +28,12 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    Info,
     generate_latest,
     start_http_server,
 )
+
+from turngate import __version__
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +93,27 @@ class TurngateMetrics:
             registry=r,
         )
         self.ledger_events = Gauge("turngate_ledger_events", "Events in the ledger (its length).", registry=r)
+        self.decision_reasons = Counter(
+            "turngate_decision_reasons",
+            "Reason codes of DECISIONs (a turn with several codes counts once under each).",
+            ["decision", "reason_code"],
+            registry=r,
+        )
+        self.http_requests = Counter(
+            "turngate_http_requests",
+            "API requests by method, route template and status code.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.http_duration = Histogram(
+            "turngate_http_request_duration_seconds",
+            "API request duration until the response ends (streams: their whole life).",
+            ["method", "route"],
+            registry=r,
+        )
+        Info("turngate_build", "The running turngate.", registry=r).info(
+            {"version": __version__, "python": platform.python_version()}
+        )
         self._watched: dict[str, _Watched] = {}
         self._ledger_seen = 0
         self._ledger_lock = threading.Lock()
@@ -119,11 +144,18 @@ class TurngateMetrics:
         turn by its decision; the ledger length gauge follows the highest index seen."""
         payload = event.payload if isinstance(event.payload, Mapping) else {}
         if str(event.kind) == "DECISION" and payload.get("decision"):
-            self.record_decision(str(payload["decision"]))
+            decision = str(payload["decision"])
+            self.record_decision(decision)
+            for code in payload.get("reason_codes") or ():
+                self.decision_reasons.labels(decision=decision, reason_code=str(code)).inc()
         with self._ledger_lock:
             if event.index + 1 > self._ledger_seen:
                 self._ledger_seen = event.index + 1
                 self.ledger_events.set(self._ledger_seen)
+
+    def observe_http(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.http_requests.labels(method=method, route=route, status=str(status)).inc()
+        self.http_duration.labels(method=method, route=route).observe(seconds)
 
     def record_verify(self, kinds: Iterable[Any]) -> None:
         """Count failures by kind: pass ``report.failures`` of an AuditReport (findings with a

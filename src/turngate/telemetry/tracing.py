@@ -35,13 +35,13 @@ from opentelemetry.sdk.trace.export import (
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
 from turngate import __version__
+from turngate.telemetry.otlp import exporter_names, otlp_span_exporter
 
 log = logging.getLogger(__name__)
 
 TRACER_NAME = "turngate"
 API_SERVICE = "turngate-api"
 WORKER_SERVICE = "turngate-worker"
-_OTLP_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
@@ -96,30 +96,14 @@ def _flag(value: str | None) -> bool:
 
 def traces_exporter_names(environ: Mapping[str, str] | None = None) -> list[str]:
     """The span exporters the environment asks for (``[]``: tracing off)."""
-    env = os.environ if environ is None else environ
-    if _flag(env.get("OTEL_SDK_DISABLED")):
-        return []
-    names = [n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "").split(",") if n.strip()]
-    if names:
-        return [] if "none" in names else names
-    # The OTel default exporter is otlp; turngate only turns it on when an endpoint says where to.
-    return ["otlp"] if any(env.get(name, "").strip() for name in _OTLP_ENDPOINT_VARS) else []
+    return exporter_names("traces", environ)
 
 
 def _env_exporters(names: list[str]) -> list[SpanExporter]:
     exporters: list[SpanExporter] = []
     for name in names:
         if name == "otlp":
-            protocol = os.environ.get(
-                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-            )
-            if protocol and protocol != "http/protobuf":
-                log.warning(
-                    "OTEL_EXPORTER_OTLP_PROTOCOL=%s: only http/protobuf is installed; using it", protocol
-                )
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            exporters.append(OTLPSpanExporter())  # endpoint, headers, timeout: from OTEL_* env
+            exporters.append(otlp_span_exporter())  # protocol, endpoint, headers: from OTEL_* env
         elif name == "console":
             exporters.append(ConsoleSpanExporter())
         else:

@@ -33,14 +33,16 @@ from turngate.security.workbench import WorkbenchConfig
 from turngate.settings import Settings
 from turngate.streaming import open_token_bus
 from turngate.telemetry import (
+    WORKER_METRICS_ENV,
     WORKER_SERVICE,
     configure_tracing,
     default_metrics,
     flush_tracing,
-    serve_worker_metrics,
 )
+from turngate.telemetry.genai_metrics import configure_genai_metrics, flush_genai_metrics
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary
+from turngate.worker.health import WorkerHealth, serve_worker_endpoints
 from turngate.workflows.turn import TurnWorkflow
 
 log = logging.getLogger(__name__)
@@ -55,8 +57,9 @@ async def running_worker(
     """Start the turn and llm workers; on exit, shut them down gracefully."""
     boundary = load_boundary(settings)
     configure_tracing(WORKER_SERVICE)  # before connecting: the client carries the interceptor
+    configure_genai_metrics(WORKER_SERVICE)  # gen_ai.client.* over OTLP when OTEL_* asks for it
     client = client or await connect(settings)
-    await ensure_search_attributes(client, settings.temporal_namespace)
+    await ensure_search_attributes(client)
     store = LedgerStore(settings.effective_ledger_url)
     providers = build_providers(settings)
     artifacts = open_artifact_store(settings.effective_artifacts)
@@ -107,7 +110,11 @@ async def running_worker(
     )
     (settings.data_dir / "job-work").mkdir(parents=True, exist_ok=True)
     tasks = [asyncio.create_task(w.run()) for w in workers]
-    metrics_server = serve_worker_metrics(metrics=metrics)  # only with TURNGATE_WORKER_METRICS_BIND
+    # /metrics and /healthz (ledger and Temporal reachable) only with TURNGATE_WORKER_METRICS_BIND
+    health = WorkerHealth(store.head, client)
+    health_task = asyncio.create_task(health.run())
+    bind = os.environ.get(WORKER_METRICS_ENV, "").strip()
+    metrics_server = serve_worker_endpoints(bind, metrics, health) if bind else None
     log.info(
         "worker up: turns=%s llm=%s (concurrency %d) jobs=%s-* (concurrency %s) policy=%s providers=%s",
         settings.turns_task_queue,
@@ -122,7 +129,8 @@ async def running_worker(
         yield workers
     finally:
         await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        health_task.cancel()
+        await asyncio.gather(*tasks, health_task, return_exceptions=True)
         await close_providers(providers)
         await bus.aclose()  # after the workers: pending deltas are flushed
         executor.shutdown(wait=True)
@@ -131,6 +139,7 @@ async def running_worker(
         if metrics_server is not None:
             metrics_server.close()
         flush_tracing()
+        flush_genai_metrics()
         log.info("worker stopped")
 
 

@@ -18,7 +18,7 @@ SA_TURN_ID = SearchAttributeKey.for_keyword("TurngateTurnId")
 SA_DECISION = SearchAttributeKey.for_keyword("TurngateDecision")
 SA_POLICY_ID = SearchAttributeKey.for_keyword("TurngatePolicyId")
 SA_ACTOR = SearchAttributeKey.for_keyword("TurngateActor")
-#: The tenant of a case job (jobs are listed per tenant by a visibility query).
+#: The tenant of a case job or a turn (listed per tenant by a visibility query).
 SA_TENANT_ID = SearchAttributeKey.for_keyword("TurngateTenantId")
 SEARCH_ATTRIBUTES = (SA_THREAD_ID, SA_TURN_ID, SA_DECISION, SA_POLICY_ID, SA_ACTOR, SA_TENANT_ID)
 
@@ -99,6 +99,8 @@ class ProviderCallInput(_Model):
     provider: str
     model: str
     messages: list[dict[str, str]]
+    # The conversation (gen_ai.conversation.id on the provider span); None in older histories.
+    thread_id: str | None = None
     max_tokens: int | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
     # The current message was over the inline limit: the activity reads it from this artifact.

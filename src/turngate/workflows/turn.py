@@ -194,6 +194,7 @@ class TurnWorkflow:
 
         call = ProviderCallInput(
             correlation_id=intent.correlation_id,
+            thread_id=intent.thread_id,
             provider=model.provider or "",
             model=model.resolved_model_id or "",
             messages=[m.model_dump() for m in assembly.messages],
