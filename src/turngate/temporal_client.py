@@ -7,9 +7,10 @@ import logging
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
+from turngate.artifacts import open_artifact_store
+from turngate.artifacts.temporal_codec import turngate_data_converter
 from turngate.settings import Settings
 from turngate.telemetry import temporal_interceptors, temporal_runtime
 from turngate.workflows.shared import SEARCH_ATTRIBUTES
@@ -19,11 +20,12 @@ log = logging.getLogger(__name__)
 
 async def connect(settings: Settings) -> Client:
     # Tracing interceptors (empty unless OTEL export is configured) are inherited by workers
-    # built from this client; the runtime carries the SDK's own metrics when asked for.
+    # built from this client; the runtime carries the SDK's own metrics when asked for. Payloads
+    # over 64 KiB go to the artifact store (the claim check in artifacts/temporal_codec.py).
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=turngate_data_converter(open_artifact_store(settings.effective_artifacts)),
         interceptors=temporal_interceptors(),
         runtime=temporal_runtime(),
     )

@@ -13,6 +13,7 @@ from temporalio.testing import ActivityEnvironment
 from tests.providers.test_tool_calls import CALL, TRANSITION
 from turngate.activities.provider import OUTPUT_PREVIEW_CHARS, ProviderActivities
 from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactUnavailableError, LocalArtifactStore
+from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES
 from turngate.core.manifest import ArtifactPointer
 from turngate.providers.base import ProviderRequest, StreamChunk, ToolCallChunk, Usage
 from turngate.providers.echo import EchoProvider
@@ -107,8 +108,8 @@ async def test_echo_tool_hook_through_the_activity() -> None:
 
 
 async def test_large_answer_goes_to_the_artifact_store(tmp_path: Path) -> None:
-    text = "ž" * (INLINE_LIMIT_BYTES // 2) + "tail"  # 2 bytes per "ž": just over the limit in UTF-8
-    assert len(text) < INLINE_LIMIT_BYTES < len(text.encode())
+    text = "ž" * (TEXT_INLINE_LIMIT_BYTES // 2) + "tail"  # 2 bytes per "ž": over the limit in UTF-8
+    assert len(text) < TEXT_INLINE_LIMIT_BYTES < len(text.encode())
     store = LocalArtifactStore(tmp_path / "artifacts")
     activities = ProviderActivities({"scripted": ScriptedProvider(text)}, artifacts=store)
     result = await ActivityEnvironment().run(activities.call_provider, call_input())
@@ -124,14 +125,24 @@ async def test_large_answer_goes_to_the_artifact_store(tmp_path: Path) -> None:
     assert result.usage == {"input_tokens": 1, "output_tokens": 2}
 
 
-async def test_answer_at_the_limit_stays_inline(tmp_path: Path) -> None:
-    text = "a" * INLINE_LIMIT_BYTES
+@pytest.mark.parametrize("text", ["a" * TEXT_INLINE_LIMIT_BYTES, "ž" * (TEXT_INLINE_LIMIT_BYTES // 2)])
+async def test_answer_at_the_limit_stays_inline(tmp_path: Path, text: str) -> None:
+    assert len(text.encode()) == TEXT_INLINE_LIMIT_BYTES
     store = LocalArtifactStore(tmp_path / "artifacts")
     activities = ProviderActivities({"scripted": ScriptedProvider(text)}, artifacts=store)
     result = await ActivityEnvironment().run(activities.call_provider, call_input())
     assert result.output_text == text
     assert result.output_artifact is None and result.output_truncated is False
     assert list(store.iter_artifacts()) == []
+
+
+async def test_answer_one_byte_over_the_limit_is_offloaded(tmp_path: Path) -> None:
+    text = "ž" * (TEXT_INLINE_LIMIT_BYTES // 2 - 1) + "abc"  # one byte over, in fewer characters
+    assert len(text.encode()) == TEXT_INLINE_LIMIT_BYTES + 1
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    activities = ProviderActivities({"scripted": ScriptedProvider(text)}, artifacts=store)
+    result = await ActivityEnvironment().run(activities.call_provider, call_input())
+    assert result.output_truncated is True and result.output_artifact is not None
 
 
 async def test_without_a_store_a_large_answer_is_returned_whole() -> None:

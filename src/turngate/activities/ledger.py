@@ -84,7 +84,7 @@ class LedgerActivities:
         points at them. If the artifact store fails, nothing is appended and the workflow records
         a SYSTEM_ERROR instead (seed 004 stop semantics)."""
         draft = inp.draft
-        if inp.manifest is not None or inp.snapshots:
+        if inp.manifest is not None or inp.snapshots or inp.stored_snapshots:
             draft = draft.model_copy(update={"payload": self._attach(inp)})
         return self._append(draft)
 
@@ -92,7 +92,8 @@ class LedgerActivities:
         payload = dict(inp.draft.payload)
         stored: list[dict[str, Any]] = []
         try:
-            snapshots: dict[str, Any] = {}
+            snapshots: dict[str, Any] = dict(inp.stored_snapshots)
+            stored.extend(pointer for _, pointer in sorted(inp.stored_snapshots.items()))
             for name, text in sorted(inp.snapshots.items()):
                 pointer = self._artifacts.put(text.encode(), kind=name, retention="snapshot")
                 snapshots[name] = pointer.model_dump(mode="json")

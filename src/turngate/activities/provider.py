@@ -12,7 +12,7 @@ made come back in ``ProviderCallResult.tool_calls`` as ``{id, name, arguments}``
 ``arguments`` decoded to a dict (arguments that are not a JSON object: ``arguments: {}`` plus the
 text as the model sent it under ``arguments_raw``). Admission is the workflow's business.
 
-An answer whose UTF-8 size is over ``INLINE_LIMIT_BYTES`` (64 KB) never travels through Temporal
+An answer whose UTF-8 size is over ``TEXT_INLINE_LIMIT_BYTES`` (16 KiB) never travels through Temporal
 when the activity has an artifact store: the full text is stored (kind ``output``,
 ``text/plain; charset=utf-8``) and the result carries the first :data:`OUTPUT_PREVIEW_CHARS`
 characters, ``output_truncated=True`` and ``output_artifact`` (the pointer). A store that fails
@@ -32,7 +32,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, ArtifactStore, aget
+from turngate.artifacts import ArtifactError, ArtifactStore, aget
+from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES, TEXT_PREVIEW_CHARS
+from turngate.core.safety import REDACTED_OUTPUT_KIND, SafetyVerdict, check_output, parse_safety_rules
 from turngate.providers.base import (
     ChatMessage,
     Provider,
@@ -48,7 +50,7 @@ from turngate.workflows.shared import ProviderCallInput, ProviderCallResult
 log = logging.getLogger(__name__)
 HEARTBEAT_EVERY_S = 2.0
 #: How much of an offloaded answer stays inline (characters).
-OUTPUT_PREVIEW_CHARS = 4096
+OUTPUT_PREVIEW_CHARS = TEXT_PREVIEW_CHARS
 OUTPUT_ARTIFACT_KIND = "output"
 OUTPUT_MEDIA_TYPE = "text/plain; charset=utf-8"
 
@@ -176,7 +178,9 @@ class ProviderActivities:
                 if chunk.usage is not None:
                     usage = chunk.usage.model_dump()
             text = "".join(parts)
-            offloaded = await self._offload(text)
+            verdict = _verdict(text, inp.output_safety)
+            redacted = None if verdict is None or verdict.ok else await self._store_redacted(text)
+            offloaded = None if redacted is not None else await self._offload(text)
         except ProviderError as exc:
             await stream.finish(error=exc.type)
             raise _application_error(exc) from exc
@@ -202,6 +206,8 @@ class ProviderActivities:
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
         await stream.finish()
+        if redacted is not None:
+            text = ""  # nothing of a redacted answer leaves the activity but the snapshot pointer
         return ProviderCallResult(
             provider=inp.provider,
             model=inp.model,
@@ -211,19 +217,45 @@ class ProviderActivities:
             tool_calls=[tool_call_record(call) for call in calls],
             output_artifact=offloaded,
             output_truncated=offloaded is not None,
+            safety=verdict.model_dump(mode="json") if verdict is not None else None,
+            redacted_output=redacted,
         )
+
+    async def _store_redacted(self, text: str) -> dict[str, Any]:
+        """The raw answer a safety rule redacted: only in a restricted snapshot artifact."""
+        if self._artifacts is None:
+            raise ApplicationError(
+                "this worker has no artifact store for the redaction snapshot",
+                type="artifact.unavailable",
+                non_retryable=True,
+            )
+        pointer = await asyncio.to_thread(
+            self._artifacts.put,
+            text.encode("utf-8"),
+            kind=REDACTED_OUTPUT_KIND,
+            retention="snapshot",
+            media_type=OUTPUT_MEDIA_TYPE,
+        )
+        return pointer.model_dump(mode="json")
 
     async def _offload(self, text: str) -> dict[str, Any] | None:
         """The pointer (JSON) of the stored answer when it is over the inline limit, else None."""
         if self._artifacts is None:
             return None
         data = text.encode("utf-8")
-        if len(data) <= INLINE_LIMIT_BYTES:
+        if len(data) <= TEXT_INLINE_LIMIT_BYTES:
             return None
         pointer = await asyncio.to_thread(
             self._artifacts.put, data, kind=OUTPUT_ARTIFACT_KIND, media_type=OUTPUT_MEDIA_TYPE
         )
         return pointer.model_dump(mode="json")
+
+
+def _verdict(text: str, rules: dict[str, Any] | None) -> SafetyVerdict | None:
+    """The output safety verdict over the whole answer (None: no rules to check)."""
+    if not rules or not text:
+        return None
+    return check_output(text, parse_safety_rules(rules))
 
 
 def tool_call_record(call: ToolCallChunk) -> dict[str, Any]:

@@ -28,10 +28,13 @@ from turngate import __version__
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError
+from turngate.artifacts.store import is_restricted_artifact
 from turngate.audit.verify import iter_pointers, parse_pointer
 from turngate.core.events import Event
 from turngate.ledger.schema import events, index_column
 from turngate.ledger.store import event_from_row
+from turngate.security.auth import request_principal
+from turngate.security.principal import ROLE_ADMIN
 from turngate.workflows.shared import turn_workflow_id
 
 router = APIRouter(prefix="/ui/api", tags=["ui"])
@@ -515,6 +518,11 @@ async def artifact(
         parsed = parse_pointer(pointer)
     except ValueError as exc:
         return error_response(422, "ui.artifact_pointer_invalid", str(exc))
+    restricted = await asyncio.to_thread(is_restricted_artifact, state.artifacts, parsed)
+    if restricted and not request_principal(request).may(ROLE_ADMIN):
+        return error_response(
+            403, "auth.forbidden", "a redacted answer's snapshot is readable by admin keys only"
+        )
     if parsed.size_bytes > ARTIFACT_MAX_BYTES:
         return error_response(
             413,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.worker import Replayer
 
 from turngate.artifacts.store import ArtifactError, ArtifactStore
@@ -378,18 +379,24 @@ async def replay_workflows(
     with its error; the others still run.
     """
     if workflow_ids:
-        return await replay_histories(_histories_by_id(client, workflow_ids))
+        return await replay_histories(
+            _histories_by_id(client, workflow_ids), data_converter=client.data_converter
+        )
     histories = client.list_workflows(query, limit=limit).map_histories()
-    return await replay_histories(histories, query=query)
+    return await replay_histories(histories, query=query, data_converter=client.data_converter)
 
 
 async def replay_histories(
-    histories: AsyncIterator[WorkflowHistory], *, query: str | None = None
+    histories: AsyncIterator[WorkflowHistory],
+    *,
+    query: str | None = None,
+    data_converter: DataConverter = pydantic_data_converter,
 ) -> WorkflowReplayReport:
     """Replay ``histories`` one at a time with the current TurnWorkflow; a failure is recorded
-    per workflow (``raise_on_replay_failure`` off), never raised."""
+    per workflow (``raise_on_replay_failure`` off), never raised. ``data_converter``: the
+    client's, so payloads offloaded to the artifact store are read back."""
     started = time.perf_counter()
-    replayer = Replayer(workflows=[TurnWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[TurnWorkflow], data_converter=data_converter)
     results: list[WorkflowReplayResult] = []
     async with replayer.workflow_replay_iterator(histories) as replayed:
         async for item in replayed:

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         next_phase,
         offered_tools,
     )
+    from turngate.workflows.redaction import CHECKED_SAFETY_KEY, apply_checked_safety, output_safety_rules
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -184,6 +185,7 @@ class TurnWorkflow:
             message_artifact=envelope.payload.payload.model_extra.get("message_artifact")
             if envelope.payload.payload.model_extra
             else None,
+            output_safety=output_safety_rules(prompts if system is not None else None),
         )
         payload = await self._execute(call, model, outcome, boundary)
         _admit_tool_calls(payload, offered, envelope.payload.inputs)
@@ -192,14 +194,17 @@ class TurnWorkflow:
         snapshots = _fault_snapshots(
             call, payload, debug=envelope.payload.inputs.get("debug_snapshot") is True
         )
+        stored: dict[str, dict[str, Any]] = {}
         if prompts is not None and system is not None:
             snapshots |= _apply_output_safety(payload, prompts)
+            stored = apply_checked_safety(payload)
         execution, _ = await self._record(
             self._draft(intent, EventKind.EXECUTION, payload),
             manifest=build_manifest(
                 outcome, assembly, intent=intent, run_id=run_id, step_id="execution", external=external
             ).model_dump(mode="json"),
             snapshots=snapshots,
+            stored_snapshots=stored,
             on_system_error=_execution_system_error,
         )
         self._recorded["EXECUTION"] = _recorded(execution)
@@ -360,6 +365,8 @@ class TurnWorkflow:
             return payload
         payload["output_text"] = answer.output_text
         payload["usage"] = answer.usage
+        if answer.safety is not None:
+            payload[CHECKED_SAFETY_KEY] = {"verdict": answer.safety, "snapshot": answer.redacted_output}
         if answer.output_artifact is not None:
             # The full answer is over the inline limit: it lives in the artifact store.
             payload["output_artifact"] = answer.output_artifact
@@ -375,6 +382,7 @@ class TurnWorkflow:
         *,
         manifest: dict[str, Any] | None = None,
         snapshots: dict[str, str] | None = None,
+        stored_snapshots: dict[str, dict[str, Any]] | None = None,
         on_system_error: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
     ) -> tuple[Event, bool]:
         """Append an event with its artifacts. If the artifacts cannot be stored, the event is
@@ -382,7 +390,12 @@ class TurnWorkflow:
         stops (returns True)."""
         try:
             return await self._append(
-                AppendInput(draft=draft, manifest=manifest, snapshots=snapshots or {})
+                AppendInput(
+                    draft=draft,
+                    manifest=manifest,
+                    snapshots=snapshots or {},
+                    stored_snapshots=stored_snapshots or {},
+                )
             ), False
         except (ActivityError, ApplicationError) as exc:
             # A failed local activity may surface bare or wrapped in ActivityError.
@@ -505,10 +518,11 @@ def _admit_tool_calls(payload: dict[str, Any], offered: list[ToolSpec], inputs: 
 
 
 def _apply_output_safety(payload: dict[str, Any], prompts: PromptConfig) -> dict[str, str]:
-    """Deterministic output rules: a violation keeps the raw answer out of the event (it goes to a
+    """Deterministic output rules over an answer the provider activity did not check (histories
+    recorded before it did): a violation keeps the raw answer out of the event (it goes to a
     snapshot artifact) and marks the EXECUTION redacted; the thread's next turn is told why."""
     text = payload.get("output_text") or ""
-    if payload.get("error") or not text:
+    if payload.get("error") or not text or CHECKED_SAFETY_KEY in payload:
         return {}
     verdict = check_output(text, prompts.output_safety)
     if verdict.ok:
