@@ -33,7 +33,7 @@ from turngate.audit.verify import (
     stored_config_digest,
 )
 from turngate.core.context import ContextConfig
-from turngate.core.decision import decide, verify_decision
+from turngate.core.decision import decide, stored_scope, verify_decision
 from turngate.core.events import Event, EventKind, event_digest
 from turngate.core.models import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
 from turngate.core.policy import LoadedPolicy, PolicyLoadError, load_policy
@@ -281,9 +281,10 @@ def _policy_checks(
         "; ".join(differ),
         f"{loaded['policy_id']} v{loaded['policy_version']}, config {loaded['config_digest']}",
     )
-    spec = stored.get("context_spec")
-    prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
-    again = decide(intent, candidates, cfg, policy, prompt=prompt).payload
+    scope = stored_scope(stored)
+    again = decide(
+        intent, candidates, cfg, policy, prompt=scope.prompt, schema_version=scope.schema_version
+    ).payload
     result.replayed = {key: again.get(key) for key in ("decision", "reason_codes", "policy")}
     stored_decision, stored_codes = stored.get("decision"), list(stored.get("reason_codes") or [])
     overridden = _override_reason(stored_decision, stored_codes, again["decision"])

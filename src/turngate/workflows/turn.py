@@ -20,7 +20,12 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 with workflow.unsafe.imports_passed_through():
     from turngate.core.assembly import assemble
     from turngate.core.canonical import canonical_bytes
-    from turngate.core.context import ContextConfig
+    from turngate.core.context import (
+        CONTEXT_SPEC_SCHEMA_V1,
+        CONTEXT_SPEC_SCHEMA_V2,
+        ContextConfig,
+        with_external_resolution,
+    )
     from turngate.core.decision import DecisionOutcome, decide
     from turngate.core.estimators import get_estimator
     from turngate.core.events import Event, EventDraft, EventKind
@@ -55,6 +60,8 @@ with workflow.unsafe.imports_passed_through():
         TurnResult,
     )
 
+#: workflow.patched id: the context spec's schema version 2 (external refs in the digest scope).
+CONTEXT_SPEC_V2_PATCH = "context-spec-v2"
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
 LEDGER_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=50),
@@ -120,7 +127,12 @@ class TurnWorkflow:
         )
         prompts = parse_prompt_config(boundary.prompt_config) if boundary.prompt_config else None
         system = self._system_prompt(prompts, begin, intent)
-        outcome = self._decide(intent, begin.candidates, boundary, model, system, begin)
+        # Context spec v2 puts the external refs into the digest scope; earlier histories replay
+        # with v1, the version their DECISIONs recorded.
+        spec_version = (
+            CONTEXT_SPEC_SCHEMA_V2 if workflow.patched(CONTEXT_SPEC_V2_PATCH) else CONTEXT_SPEC_SCHEMA_V1
+        )
+        outcome = self._decide(intent, begin.candidates, boundary, model, system, begin, spec_version)
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
             outcome = _with_external(outcome, external)
@@ -253,6 +265,7 @@ class TurnWorkflow:
         model: ModelResolution,
         system: SystemPrompt | None,
         begin: BeginTurnResult,
+        spec_version: str,
     ) -> DecisionOutcome:
         with workflow.unsafe.imports_passed_through():
             policy = load_policy(boundary.policy_module, boundary.policy_object)
@@ -288,6 +301,7 @@ class TurnWorkflow:
             policy,
             execution=extra,
             prompt=pinned,
+            schema_version=spec_version,
         )
         if begin.prompt_error is not None:
             payload = dict(outcome.payload)
@@ -476,6 +490,14 @@ def _with_external(outcome: DecisionOutcome, external: ExternalContext) -> Decis
     cannot be done as declared DENIES the turn with its code."""
     payload = dict(outcome.payload)
     payload["external_context"] = external.decision_record()
+    update: dict[str, Any] = {}
+    if outcome.context_spec is not None and outcome.assembled_context is not None:
+        # What the refs resolved to is inside the digest (context spec v2; v1 is left as it was).
+        spec, digest = with_external_resolution(
+            outcome.context_spec, outcome.assembled_context, payload["external_context"]
+        )
+        payload.update(context_spec=spec, context_digest=digest)
+        update = {"context_spec": spec, "context_digest": digest}
     allowed = outcome.allowed
     if external.error is not None:
         allowed = False
@@ -484,7 +506,7 @@ def _with_external(outcome: DecisionOutcome, external: ExternalContext) -> Decis
             reason_codes=[external.error.code],
             error=external.error.model_dump(mode="json"),
         )
-    return outcome.model_copy(update={"allowed": allowed, "payload": payload})
+    return outcome.model_copy(update={"allowed": allowed, "payload": payload} | update)
 
 
 def _deny_for_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
