@@ -82,6 +82,10 @@ def check_intent_fits(envelope: IntentEnvelope) -> None:
     """Refuse (413) an INTENT that cannot fit even with every offloadable field offloaded. Pure:
     run before any slot is taken or anything is stored."""
     smallest = envelope
+    if text_size(envelope.message) > TEXT_INLINE_LIMIT_BYTES:
+        smallest = _preview(smallest, _WIDEST_POINTER)  # offloaded whatever the rest
+    if payload_size(smallest.intent_event_payload()) <= EVENT_PAYLOAD_LIMIT_BYTES:
+        return
     if not _message_offloaded(smallest):
         smallest = _preview(smallest, _WIDEST_POINTER)
     for name in _extras(smallest):
