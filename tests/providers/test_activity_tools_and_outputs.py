@@ -164,3 +164,41 @@ async def test_a_failing_store_fails_the_attempt(tmp_path: Path, retryable: bool
     assert info.value.non_retryable is (not retryable)
     # The blocking put ran in a worker thread, never on the event loop's thread.
     assert store.threads and store.threads[0] != threading.main_thread().name
+
+
+async def test_offloaded_history_is_loaded_whole_only_where_it_continues_its_preview(tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    whole = "earlier " * 5000
+    other = "unrelated " * 5000
+    good = store.put(whole.encode(), kind="message").model_dump(mode="json")
+    foreign = store.put(other.encode(), kind="message").model_dump(mode="json")
+    provider = ScriptedProvider("ok")
+    activities = ProviderActivities({"scripted": provider}, artifacts=store)
+    call = ProviderCallInput(
+        correlation_id="c-1",
+        provider="scripted",
+        model="s-1",
+        messages=[
+            {"role": "user", "content": whole[:4096]},
+            {"role": "assistant", "content": "short"},
+            {"role": "user", "content": whole[:4096]},  # names an artifact that is not its text
+            {"role": "user", "content": "now"},
+        ],
+        message_artifacts={0: good, 2: foreign},
+    )
+    await ActivityEnvironment().run(activities.call_provider, call)
+    sent = [m.content for m in provider.requests[0].messages]
+    assert sent == [whole, "short", whole[:4096], "now"]
+
+
+async def test_an_offloaded_text_that_fails_its_sha256_fails_the_call(tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    pointer = store.put(b"the recorded text " * 2000, kind="message")
+    (tmp_path / "artifacts" / pointer.path).write_bytes(b"the recorded text, tampered" * 100)
+    activities = ProviderActivities({"scripted": ScriptedProvider("ok")}, artifacts=store)
+    call = call_input(message="the recorded text").model_copy(
+        update={"message_artifact": pointer.model_dump(mode="json")}
+    )
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(activities.call_provider, call)
+    assert info.value.type == "artifact.mismatch" and info.value.non_retryable

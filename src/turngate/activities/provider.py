@@ -33,6 +33,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from turngate.artifacts import ArtifactError, ArtifactStore, aget
+from turngate.artifacts.store import normalize_digest
+from turngate.core.canonical import digest_bytes
 from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES, TEXT_PREVIEW_CHARS
 from turngate.core.safety import REDACTED_OUTPUT_KIND, SafetyVerdict, check_output, parse_safety_rules
 from turngate.providers.base import (
@@ -107,7 +109,8 @@ class ProviderActivities:
         self._local_slots = asyncio.Semaphore(local_concurrency) if local_concurrency else None
 
     async def _full_message(self, pointer: dict[str, Any]) -> str:
-        """The whole user message that ingress stored as an artifact (only a preview travels)."""
+        """A whole message or answer the gateway stored as an artifact (only a preview travels),
+        checked against the pointer's sha256."""
         if self._artifacts is None:
             raise ApplicationError(
                 "this worker has no artifact store to read a large message from",
@@ -118,7 +121,27 @@ class ProviderActivities:
             data = await aget(self._artifacts, pointer["artifact_id"])
         except ArtifactError as exc:
             raise ApplicationError(str(exc), type="artifact.unavailable") from exc
+        if digest_bytes(data) != normalize_digest(str(pointer.get("sha256", ""))):
+            raise ApplicationError(
+                f"artifact {pointer.get('artifact_id')} does not hash to its pointer",
+                type="artifact.mismatch",
+                non_retryable=True,
+            )
         return data.decode("utf-8")
+
+    async def _whole_history(self, messages: list[ChatMessage], inp: ProviderCallInput) -> None:
+        """Referenced messages and answers that were offloaded, loaded whole in place of their
+        previews. A text that does not begin with the recorded preview is not the one recorded:
+        the preview stays (and a warning says so)."""
+        for position, pointer in sorted(inp.message_artifacts.items()):
+            if not 0 <= position < len(messages):
+                continue
+            preview = messages[position]
+            text = await self._full_message(pointer)
+            if not text.startswith(preview.content):
+                log.warning("artifact %s does not continue its preview; kept the preview", pointer)
+                continue
+            messages[position] = ChatMessage(role=preview.role, content=text)
 
     @activity.defn(name="turngate.call_provider")
     async def call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
@@ -149,6 +172,7 @@ class ProviderActivities:
                 non_retryable=True,
             )
         messages = [ChatMessage(**m) for m in inp.messages]  # type: ignore[arg-type]
+        await self._whole_history(messages, inp)
         if inp.message_artifact is not None:
             messages[-1] = ChatMessage(role="user", content=await self._full_message(inp.message_artifact))
         request = ProviderRequest(

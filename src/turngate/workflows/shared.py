@@ -103,6 +103,9 @@ class ProviderCallInput(_Model):
     tools: list[dict[str, Any]] = Field(default_factory=list)
     # The current message was over the inline limit: the activity reads it from this artifact.
     message_artifact: dict[str, Any] | None = None
+    # Referenced messages and answers that were offloaded: message index -> pointer to the whole
+    # text (the message itself holds the preview); the activity loads them.
+    message_artifacts: dict[int, dict[str, Any]] = Field(default_factory=dict)
     # The prompt pack's output safety rules (SafetyRules as JSON): the activity checks the whole
     # answer before anything of it is offloaded or returned (None: no rules).
     output_safety: dict[str, Any] | None = None

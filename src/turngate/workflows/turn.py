@@ -198,6 +198,7 @@ class TurnWorkflow:
             if envelope.payload.payload.model_extra
             else None,
             output_safety=output_safety_rules(prompts if system is not None else None),
+            message_artifacts=dict(assembly.message_artifacts),
         )
         payload = await self._execute(call, model, outcome, boundary)
         _admit_tool_calls(payload, offered, envelope.payload.inputs)
