@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from turngate.core.canonical import digest
-from turngate.core.events import DeclaredRef, Event, ExternalRef
+from turngate.core.events import EXTERNAL_REF_TYPES, DeclaredRef, Event, ExternalRef
 from turngate.core.policy import GovernanceItem, IntentView, PolicyInput, build_policy_input
 from turngate.core.refs import (
     RULE_FILTER_INTENT_ONLY,
@@ -52,8 +52,8 @@ from turngate.core.refs import (
 )
 
 #: Version 2 adds ``external_refs``: the declared ``case_query`` / ``artifact.handle`` refs and
-#: what they resolved to are inside the digest scope. DECISIONs recorded under version 1 stay
-#: verifiable: the version a spec names is the version it is recomputed with.
+#: what they resolved to are inside the digest scope (recorded by turns that declare such refs;
+#: the others keep version 1). DECISIONs are recomputed under the version their spec names.
 CONTEXT_SPEC_SCHEMA_V1 = "turngate.ctxspec.1"
 CONTEXT_SPEC_SCHEMA_V2 = "turngate.ctxspec.2"
 CONTEXT_SPEC_SCHEMA_VERSION = CONTEXT_SPEC_SCHEMA_V2
@@ -297,6 +297,16 @@ def canonical_declared_refs(
     if declared is None:
         declared = sorted(parse_declared_refs(intent), key=declared_ref_sort_key)
     return [ref.model_dump(mode="json", exclude_none=True) for ref in declared]
+
+
+def declares_external_refs(intent: Event) -> bool:
+    """True when the INTENT declares a ``case_query`` or ``artifact.handle`` ref: then its
+    context spec is version 2. A turn without one has nothing outside version 1's scope and
+    keeps version 1 (its digest is what it always was)."""
+    raw = intent.payload.get("declared_refs")
+    return isinstance(raw, list) and any(
+        isinstance(ref, Mapping) and ref.get("ref_type") in EXTERNAL_REF_TYPES for ref in raw
+    )
 
 
 def spec_schema_version(spec: Mapping[str, Any] | None) -> str:

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         CONTEXT_SPEC_SCHEMA_V1,
         CONTEXT_SPEC_SCHEMA_V2,
         ContextConfig,
+        declares_external_refs,
         with_external_resolution,
     )
     from turngate.core.decision import DecisionOutcome, decide
@@ -127,12 +128,9 @@ class TurnWorkflow:
         )
         prompts = parse_prompt_config(boundary.prompt_config) if boundary.prompt_config else None
         system = self._system_prompt(prompts, begin, intent)
-        # Context spec v2 puts the external refs into the digest scope; earlier histories replay
-        # with v1, the version their DECISIONs recorded.
-        spec_version = (
-            CONTEXT_SPEC_SCHEMA_V2 if workflow.patched(CONTEXT_SPEC_V2_PATCH) else CONTEXT_SPEC_SCHEMA_V1
+        outcome = self._decide(
+            intent, begin.candidates, boundary, model, system, begin, _spec_version(intent)
         )
-        outcome = self._decide(intent, begin.candidates, boundary, model, system, begin, spec_version)
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
             outcome = _with_external(outcome, external)
@@ -452,6 +450,15 @@ class TurnWorkflow:
             payload=payload,
             tenant_id=intent.tenant_id,
         )
+
+
+def _spec_version(intent: Event) -> str:
+    """Context spec v2 (external refs inside the digest) for a turn that declares external refs;
+    histories recorded before it replay with v1, the version their DECISIONs recorded. A turn
+    without external refs keeps v1 (and no patch marker)."""
+    if declares_external_refs(intent) and workflow.patched(CONTEXT_SPEC_V2_PATCH):
+        return CONTEXT_SPEC_SCHEMA_V2
+    return CONTEXT_SPEC_SCHEMA_V1
 
 
 async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> ProviderCallResult:
