@@ -28,7 +28,7 @@ from turngate import __version__
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError
-from turngate.artifacts.store import is_restricted_artifact
+from turngate.artifacts.restricted import is_restricted_artifact
 from turngate.audit.verify import iter_pointers, parse_pointer
 from turngate.core.events import Event
 from turngate.ledger.schema import events, index_column

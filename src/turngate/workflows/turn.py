@@ -20,13 +20,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 with workflow.unsafe.imports_passed_through():
     from turngate.core.assembly import assemble
     from turngate.core.canonical import canonical_bytes
-    from turngate.core.context import (
-        CONTEXT_SPEC_SCHEMA_V1,
-        CONTEXT_SPEC_SCHEMA_V2,
-        ContextConfig,
-        declares_external_refs,
-        with_external_resolution,
-    )
+    from turngate.core.context import ContextConfig
     from turngate.core.decision import DecisionOutcome, decide
     from turngate.core.estimators import get_estimator
     from turngate.core.events import Event, EventDraft, EventKind
@@ -45,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         next_phase,
         offered_tools,
     )
+    from turngate.workflows.context_scope import spec_version, with_external
     from turngate.workflows.redaction import CHECKED_SAFETY_KEY, apply_checked_safety, output_safety_rules
     from turngate.workflows.shared import (
         SA_DECISION,
@@ -61,8 +56,6 @@ with workflow.unsafe.imports_passed_through():
         TurnResult,
     )
 
-#: workflow.patched id: the context spec's schema version 2 (external refs in the digest scope).
-CONTEXT_SPEC_V2_PATCH = "context-spec-v2"
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
 LEDGER_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=50),
@@ -128,12 +121,10 @@ class TurnWorkflow:
         )
         prompts = parse_prompt_config(boundary.prompt_config) if boundary.prompt_config else None
         system = self._system_prompt(prompts, begin, intent)
-        outcome = self._decide(
-            intent, begin.candidates, boundary, model, system, begin, _spec_version(intent)
-        )
+        outcome = self._decide(intent, begin.candidates, boundary, model, system, begin, spec_version(intent))
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
-            outcome = _with_external(outcome, external)
+            outcome = with_external(outcome, external)
         assembly = None
         offered: list[ToolSpec] = []
         if outcome.allowed and outcome.resolution is not None:
@@ -452,15 +443,6 @@ class TurnWorkflow:
         )
 
 
-def _spec_version(intent: Event) -> str:
-    """Context spec v2 (external refs inside the digest) for a turn that declares external refs;
-    histories recorded before it replay with v1, the version their DECISIONs recorded. A turn
-    without external refs keeps v1 (and no patch marker)."""
-    if declares_external_refs(intent) and workflow.patched(CONTEXT_SPEC_V2_PATCH):
-        return CONTEXT_SPEC_SCHEMA_V2
-    return CONTEXT_SPEC_SCHEMA_V1
-
-
 async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> ProviderCallResult:
     """The provider call: a regular activity on the llm queue, or (``provider_activity=local``) a
     local activity on this worker, which keeps the turn to one workflow task. Same timeout and
@@ -491,30 +473,6 @@ async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> Provide
         heartbeat_timeout=timedelta(seconds=10),
         retry_policy=retry,
     )
-
-
-def _with_external(outcome: DecisionOutcome, external: ExternalContext) -> DecisionOutcome:
-    """The DECISION records what the external refs pinned (or refused); a declared retrieval that
-    cannot be done as declared DENIES the turn with its code."""
-    payload = dict(outcome.payload)
-    payload["external_context"] = external.decision_record()
-    update: dict[str, Any] = {}
-    if outcome.context_spec is not None and outcome.assembled_context is not None:
-        # What the refs resolved to is inside the digest (context spec v2; v1 is left as it was).
-        spec, digest = with_external_resolution(
-            outcome.context_spec, outcome.assembled_context, payload["external_context"]
-        )
-        payload.update(context_spec=spec, context_digest=digest)
-        update = {"context_spec": spec, "context_digest": digest}
-    allowed = outcome.allowed
-    if external.error is not None:
-        allowed = False
-        payload.update(
-            decision="DENY",
-            reason_codes=[external.error.code],
-            error=external.error.model_dump(mode="json"),
-        )
-    return outcome.model_copy(update={"allowed": allowed, "payload": payload} | update)
 
 
 def _deny_for_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
