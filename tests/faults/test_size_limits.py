@@ -16,6 +16,7 @@ from tests.fakes import fake_openai
 from tests.faults.size_helpers import history_of, history_payloads, offloaded, run_verify
 from tests.stack import envelope, make_settings, running_stack
 from turngate.artifacts import open_artifact_store
+from turngate.artifacts.temporal_codec import PAYLOAD_LIMIT_BYTES
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import EventDraft, EventKind, parse_intent
 from turngate.core.limits import EVENT_PAYLOAD_LIMIT_BYTES, TEXT_INLINE_LIMIT_BYTES, payload_size
@@ -24,6 +25,11 @@ from turngate.temporal_client import connect
 from turngate.workflows.shared import ProviderCallInput
 
 LIMIT = EVENT_PAYLOAD_LIMIT_BYTES
+
+
+def test_the_limits_are_the_documented_ones() -> None:
+    assert (EVENT_PAYLOAD_LIMIT_BYTES, TEXT_INLINE_LIMIT_BYTES) == (65_536, 16_384)
+    assert PAYLOAD_LIMIT_BYTES == 65_536
 
 
 def intent_size(body: dict[str, Any]) -> int:
