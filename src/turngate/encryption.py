@@ -35,6 +35,10 @@ KEY_ID_METADATA = "encryption-key-id"
 KEY_BYTES = 32
 NONCE_BYTES = 12
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+#: Bytes an encrypted payload may add to the plain one: nonce and tag (28), the metadata with a
+#: key id of at most 64 characters, and protobuf framing; a generous upper bound, so a payload
+#: that the claim check keeps inline still fits its limit once encrypted.
+ENCRYPTION_OVERHEAD_BYTES = 256
 
 
 class EncryptionConfigError(ValueError):

@@ -10,7 +10,6 @@ payload passes through the AES-256-GCM codec (turngate.encryption).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -19,12 +18,13 @@ from pydantic import BaseModel
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
 from temporalio.service import RPCError, RPCStatusCode
 
-from turngate.encryption import EncryptionCodec, load_keys
+from turngate.artifacts import open_artifact_store
+from turngate.artifacts.temporal_codec import turngate_data_converter
+from turngate.encryption import ENCRYPTION_OVERHEAD_BYTES, EncryptionCodec, EncryptionKeys, load_keys
 from turngate.settings import Settings
 from turngate.telemetry import temporal_interceptors, temporal_runtime
 from turngate.workflows.shared import SEARCH_ATTRIBUTES
@@ -44,18 +44,27 @@ def connect_config(settings: Settings, environ: Mapping[str, str] | None = None)
     return ClientConnectConfig(**config)
 
 
-def data_converter(settings: Settings) -> DataConverter:
-    """Pydantic payloads, encrypted when TURNGATE_ENCRYPTION_KEYS(_FILE) is set."""
+def encryption_keys(settings: Settings) -> EncryptionKeys | None:
+    """The history encryption keys, None when encryption is off."""
     secret = settings.encryption_keys.get_secret_value() if settings.encryption_keys else None
-    keys = load_keys(secret, settings.encryption_keys_file)
+    return load_keys(secret, settings.encryption_keys_file)
+
+
+def data_converter(settings: Settings) -> DataConverter:
+    """Pydantic payloads; any over 64 KiB go to the artifact store (the claim check in
+    artifacts/temporal_codec.py), and all are encrypted when TURNGATE_ENCRYPTION_KEYS(_FILE) is
+    set."""
+    keys = encryption_keys(settings)
+    store = open_artifact_store(settings.effective_artifacts)
     if keys is None:
-        return pydantic_data_converter
-    return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(keys))
+        return turngate_data_converter(store)
+    return turngate_data_converter(store, EncryptionCodec(keys), overhead_bytes=ENCRYPTION_OVERHEAD_BYTES)
 
 
 async def connect(settings: Settings) -> Client:
     # Tracing interceptors (empty unless OTEL export is configured) are inherited by workers
-    # built from this client; the runtime carries the SDK's own metrics when asked for.
+    # built from this client; the runtime carries the SDK's own metrics when asked for. Payloads
+    # over 64 KiB go to the artifact store (the claim check in artifacts/temporal_codec.py).
     return await Client.connect(
         **connect_config(settings),
         data_converter=data_converter(settings),

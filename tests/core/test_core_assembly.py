@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from turngate.core.assembly import Assembly, assemble, chars_div_3
 from turngate.core.canonical import canonical_bytes, digest
 from turngate.core.context import ContextSettings
+from turngate.core.events import EventKind
 from turngate.core.refs import resolve_refs
 
 SYSTEM = "You are terse."
@@ -166,3 +167,28 @@ def test_budget_properties(new_chain, n_turns, size, budget, system):
     assert all(d < k for d in dropped for k in kept)
     assert len(kept) % 2 == 0 and len(dropped) % 2 == 0
     assert len(kept) + len(dropped) == 2 * n_turns
+
+
+def test_an_offloaded_answer_is_named_by_pointer_and_counted_whole(new_chain):
+    chain = new_chain()
+    first = chain.intent("T", "1", "tell me everything")
+    chain.decision(first)
+    pointer = {"artifact_id": "sha256:" + "a" * 64, "path": "standard/output/aa/" + "a" * 64}
+    pointer |= {"sha256": "sha256:" + "a" * 64, "size_bytes": 30_000}
+    preview = "p" * 4096
+    answer = chain.follow(
+        first,
+        EventKind.EXECUTION,
+        {"output_text": preview, "output_artifact": pointer, "output_truncated": True},
+    )
+    current = chain.intent("T", "2", "and?", parent="1", refs=[ev("1"), ev("1", "execution")])
+    resolution = resolve_refs(current, chain.candidates_for(current), ContextSettings())
+    assembly = assemble(None, resolution, "and?")
+    assert assembly.message_artifacts == {1: pointer}
+    assert assembly.messages[1].content == preview
+    # The whole 30,000 bytes count (~10,000 tokens at chars/3: the preview's estimate, scaled),
+    # not the 4,096-character preview's 1,366.
+    answer_tokens = assembly.estimated_tokens - chars_div_3("tell me everything") - chars_div_3("and?")
+    assert 10_000 <= answer_tokens <= 10_010
+    trimmed = assemble(None, resolution, "and?", budget_tokens=9_000)
+    assert trimmed.message_artifacts == {} and answer.digest in [e.item_id for e in trimmed.excluded]

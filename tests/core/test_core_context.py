@@ -200,7 +200,7 @@ def example_thread(
 def test_context_spec_has_exactly_the_seed_000_scope(new_chain):
     chain = new_chain()
     i1, x1, current = example_thread(chain)
-    built = build_context(current, chain.candidates_for(current), CFG)
+    built = build_context(current, chain.candidates_for(current), CFG, schema_version="turngate.ctxspec.1")
     spec = built.context_spec
     assert set(spec) == {
         "identity",
@@ -210,6 +210,10 @@ def test_context_spec_has_exactly_the_seed_000_scope(new_chain):
         "assembly_rules",
         "normative_input_digests",
     }
+    # Version 2 (the current one) adds the external refs, and only them.
+    current_spec = build_context(current, chain.candidates_for(current), CFG).context_spec
+    assert set(current_spec) == set(spec) | {"external_refs"}
+    assert current_spec["external_refs"] == {"declared": [], "resolved": None}
     assert spec["identity"] == {"thread_id": "T", "turn_id": "2", "parent_turn_id": "1"}
     assert spec["intent"] == {"intent_type": "chat.message", "user_input": "Explain more"}
     assert spec["declared_refs"] == [ev("1"), ev("1", "execution")]

@@ -1,4 +1,4 @@
-"""Seed 004 in a real turn: a manifest per step, fault snapshots, SYSTEM_ERROR stop semantics."""
+"""Context observability in a real turn: a manifest per step, fault snapshots, SYSTEM_ERROR stop semantics."""
 
 from __future__ import annotations
 

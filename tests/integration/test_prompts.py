@@ -1,4 +1,4 @@
-"""Seed 003 in real turns with the Trickster example pack: layers, pinning, tools, redaction."""
+"""Prompt assembly in real turns with the Trickster example pack: layers, pinning, tools, redaction."""
 
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from tests.prompts.helpers import profiles_config
+from turngate.core.canonical import canonical_bytes
 from turngate.core.events import EventDraft, EventKind, seal
+from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES
 from turngate.core.prompts import parse_prompt_config
 from turngate.core.refs import Resolution
 from turngate.core.tools import (
@@ -187,3 +189,26 @@ def test_undecodable_arguments_are_rejected_even_without_required_fields():
     )
     assert not admission.admitted
     assert admission.rejected[0].reason_code == "tool.invalid_arguments"
+
+
+@pytest.mark.parametrize("unit", ["a", "ž"])
+def test_admitted_arguments_stop_at_the_inline_text_limit(unit: str) -> None:
+    spec = ToolSpec(
+        name="take_note",
+        description="stores a note",
+        parameters={"type": "object", "properties": {"note": {"type": "string"}}},
+    )
+    overhead = len(canonical_bytes({"note": ""}))
+    width = len(unit.encode())
+
+    def call(size: int) -> dict[str, Any]:
+        count, rest = divmod(size - overhead, width)
+        arguments = {"note": unit * count + "a" * rest}
+        assert len(canonical_bytes(arguments)) == size
+        return {"name": "take_note", "arguments": arguments}
+
+    at = admit_tool_calls([call(TEXT_INLINE_LIMIT_BYTES)], [spec])
+    over = admit_tool_calls([call(TEXT_INLINE_LIMIT_BYTES + 1)], [spec])
+    assert len(at.admitted) == 1 and at.rejected == ()
+    assert over.admitted == () and over.rejected[0].reason_code == "tool.arguments_too_large"
+    assert "16385 bytes" in over.rejected[0].detail

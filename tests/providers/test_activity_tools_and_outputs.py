@@ -13,6 +13,7 @@ from temporalio.testing import ActivityEnvironment
 from tests.providers.test_tool_calls import CALL, TRANSITION
 from turngate.activities.provider import OUTPUT_PREVIEW_CHARS, ProviderActivities
 from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactUnavailableError, LocalArtifactStore
+from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES
 from turngate.core.manifest import ArtifactPointer
 from turngate.providers.base import ProviderRequest, StreamChunk, ToolCallChunk, Usage
 from turngate.providers.echo import EchoProvider
@@ -107,8 +108,8 @@ async def test_echo_tool_hook_through_the_activity() -> None:
 
 
 async def test_large_answer_goes_to_the_artifact_store(tmp_path: Path) -> None:
-    text = "ž" * (INLINE_LIMIT_BYTES // 2) + "tail"  # 2 bytes per "ž": just over the limit in UTF-8
-    assert len(text) < INLINE_LIMIT_BYTES < len(text.encode())
+    text = "ž" * (TEXT_INLINE_LIMIT_BYTES // 2) + "tail"  # 2 bytes per "ž": over the limit in UTF-8
+    assert len(text) < TEXT_INLINE_LIMIT_BYTES < len(text.encode())
     store = LocalArtifactStore(tmp_path / "artifacts")
     activities = ProviderActivities({"scripted": ScriptedProvider(text)}, artifacts=store)
     result = await ActivityEnvironment().run(activities.call_provider, call_input())
@@ -124,14 +125,24 @@ async def test_large_answer_goes_to_the_artifact_store(tmp_path: Path) -> None:
     assert result.usage == {"input_tokens": 1, "output_tokens": 2}
 
 
-async def test_answer_at_the_limit_stays_inline(tmp_path: Path) -> None:
-    text = "a" * INLINE_LIMIT_BYTES
+@pytest.mark.parametrize("text", ["a" * TEXT_INLINE_LIMIT_BYTES, "ž" * (TEXT_INLINE_LIMIT_BYTES // 2)])
+async def test_answer_at_the_limit_stays_inline(tmp_path: Path, text: str) -> None:
+    assert len(text.encode()) == TEXT_INLINE_LIMIT_BYTES
     store = LocalArtifactStore(tmp_path / "artifacts")
     activities = ProviderActivities({"scripted": ScriptedProvider(text)}, artifacts=store)
     result = await ActivityEnvironment().run(activities.call_provider, call_input())
     assert result.output_text == text
     assert result.output_artifact is None and result.output_truncated is False
     assert list(store.iter_artifacts()) == []
+
+
+async def test_answer_one_byte_over_the_limit_is_offloaded(tmp_path: Path) -> None:
+    text = "ž" * (TEXT_INLINE_LIMIT_BYTES // 2 - 1) + "abc"  # one byte over, in fewer characters
+    assert len(text.encode()) == TEXT_INLINE_LIMIT_BYTES + 1
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    activities = ProviderActivities({"scripted": ScriptedProvider(text)}, artifacts=store)
+    result = await ActivityEnvironment().run(activities.call_provider, call_input())
+    assert result.output_truncated is True and result.output_artifact is not None
 
 
 async def test_without_a_store_a_large_answer_is_returned_whole() -> None:
@@ -153,3 +164,41 @@ async def test_a_failing_store_fails_the_attempt(tmp_path: Path, retryable: bool
     assert info.value.non_retryable is (not retryable)
     # The blocking put ran in a worker thread, never on the event loop's thread.
     assert store.threads and store.threads[0] != threading.main_thread().name
+
+
+async def test_offloaded_history_is_loaded_whole_only_where_it_continues_its_preview(tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    whole = "earlier " * 5000
+    other = "unrelated " * 5000
+    good = store.put(whole.encode(), kind="message").model_dump(mode="json")
+    foreign = store.put(other.encode(), kind="message").model_dump(mode="json")
+    provider = ScriptedProvider("ok")
+    activities = ProviderActivities({"scripted": provider}, artifacts=store)
+    call = ProviderCallInput(
+        correlation_id="c-1",
+        provider="scripted",
+        model="s-1",
+        messages=[
+            {"role": "user", "content": whole[:4096]},
+            {"role": "assistant", "content": "short"},
+            {"role": "user", "content": whole[:4096]},  # names an artifact that is not its text
+            {"role": "user", "content": "now"},
+        ],
+        message_artifacts={0: good, 2: foreign},
+    )
+    await ActivityEnvironment().run(activities.call_provider, call)
+    sent = [m.content for m in provider.requests[0].messages]
+    assert sent == [whole, "short", whole[:4096], "now"]
+
+
+async def test_an_offloaded_text_that_fails_its_sha256_fails_the_call(tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    pointer = store.put(b"the recorded text " * 2000, kind="message")
+    (tmp_path / "artifacts" / pointer.path).write_bytes(b"the recorded text, tampered" * 100)
+    activities = ProviderActivities({"scripted": ScriptedProvider("ok")}, artifacts=store)
+    call = call_input(message="the recorded text").model_copy(
+        update={"message_artifact": pointer.model_dump(mode="json")}
+    )
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(activities.call_provider, call)
+    assert info.value.type == "artifact.mismatch" and info.value.non_retryable

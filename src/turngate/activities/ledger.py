@@ -88,7 +88,7 @@ class LedgerActivities:
         points at them. If the artifact store fails, nothing is appended and the workflow records
         a SYSTEM_ERROR instead (context observability stop semantics)."""
         draft = inp.draft
-        if inp.manifest is not None or inp.snapshots:
+        if inp.manifest is not None or inp.snapshots or inp.stored_snapshots:
             draft = draft.model_copy(update={"payload": self._attach(inp)})
         return self._append(draft)
 
@@ -101,7 +101,8 @@ class LedgerActivities:
         deadline = self._deadline()
         store = self._artifacts
         try:
-            snapshots: dict[str, Any] = {}
+            snapshots: dict[str, Any] = dict(inp.stored_snapshots)
+            stored.extend(pointer for _, pointer in sorted(inp.stored_snapshots.items()))
             for name, text in sorted(inp.snapshots.items()):
                 data = deadline.call(name, lambda name=name, text=text: snapshot_bytes(name, text, store.get))
                 pointer = deadline.call(

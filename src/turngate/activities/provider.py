@@ -12,7 +12,7 @@ made come back in ``ProviderCallResult.tool_calls`` as ``{id, name, arguments}``
 ``arguments`` decoded to a dict (arguments that are not a JSON object: ``arguments: {}`` plus the
 text as the model sent it under ``arguments_raw``). Admission is the workflow's business.
 
-An answer whose UTF-8 size is over ``INLINE_LIMIT_BYTES`` (64 KB) never travels through Temporal
+An answer whose UTF-8 size is over ``TEXT_INLINE_LIMIT_BYTES`` (16 KiB) never travels through Temporal
 when the activity has an artifact store: the full text is stored (kind ``output``,
 ``text/plain; charset=utf-8``) and the result carries the first :data:`OUTPUT_PREVIEW_CHARS`
 characters, ``output_truncated=True`` and ``output_artifact`` (the pointer). A store that fails
@@ -25,14 +25,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, ArtifactStore, aget
+from turngate.artifacts import ArtifactError, ArtifactStore, aget
+from turngate.artifacts.store import normalize_digest
+from turngate.core.canonical import digest_bytes
+from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES, TEXT_PREVIEW_CHARS
+from turngate.core.safety import REDACTED_OUTPUT_KIND, SafetyVerdict, check_output, parse_safety_rules
 from turngate.providers.base import (
     ChatMessage,
     Provider,
@@ -48,7 +52,7 @@ from turngate.workflows.shared import ProviderCallInput, ProviderCallResult
 log = logging.getLogger(__name__)
 HEARTBEAT_EVERY_S = 2.0
 #: How much of an offloaded answer stays inline (characters).
-OUTPUT_PREVIEW_CHARS = 4096
+OUTPUT_PREVIEW_CHARS = TEXT_PREVIEW_CHARS
 OUTPUT_ARTIFACT_KIND = "output"
 OUTPUT_MEDIA_TYPE = "text/plain; charset=utf-8"
 
@@ -105,7 +109,8 @@ class ProviderActivities:
         self._local_slots = asyncio.Semaphore(local_concurrency) if local_concurrency else None
 
     async def _full_message(self, pointer: dict[str, Any]) -> str:
-        """The whole user message that ingress stored as an artifact (only a preview travels)."""
+        """A whole message or answer the gateway stored as an artifact (only a preview travels),
+        checked against the pointer's sha256."""
         if self._artifacts is None:
             raise ApplicationError(
                 "this worker has no artifact store to read a large message from",
@@ -116,7 +121,26 @@ class ProviderActivities:
             data = await aget(self._artifacts, pointer["artifact_id"])
         except ArtifactError as exc:
             raise ApplicationError(str(exc), type="artifact.unavailable") from exc
+        if digest_bytes(data) != normalize_digest(str(pointer.get("sha256", ""))):
+            raise ApplicationError(
+                f"artifact {pointer.get('artifact_id')} does not hash to its pointer",
+                type="artifact.mismatch",
+                non_retryable=True,
+            )
         return data.decode("utf-8")
+
+    async def _whole_history(self, inp: ProviderCallInput) -> dict[int, str]:
+        """Referenced messages and answers that were offloaded, loaded whole, by their position in
+        ``inp.messages``. A text that does not begin with the recorded preview is not the one
+        recorded: the preview stays (and a warning says so)."""
+        whole: dict[int, str] = {}
+        for position, pointer in sorted(inp.message_artifacts.items()):
+            if not 0 <= position < len(inp.messages):
+                continue
+            text = await self._full_message(pointer)
+            if continues_preview(text, inp.messages[position], pointer):
+                whole[position] = text
+        return whole
 
     @activity.defn(name="turngate.call_provider")
     async def call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
@@ -151,7 +175,7 @@ class ProviderActivities:
                 non_retryable=True,
             )
         full = await self._full_message(inp.message_artifact) if inp.message_artifact is not None else None
-        request = provider_request(inp, full)
+        request = provider_request(inp, full, await self._whole_history(inp))
         started = time.monotonic()
         stream = _Stream(self._bus, inp.correlation_id, activity.info().attempt)
         # A local activity cannot heartbeat (its workflow task keeps the worker's claim).
@@ -174,7 +198,9 @@ class ProviderActivities:
                 if chunk.response_id:
                     traced.record_response_id(chunk.response_id)
             text = "".join(parts)
-            offloaded = await self._offload(text)
+            verdict = _verdict(text, inp.output_safety)
+            redacted = None if verdict is None or verdict.ok else await self._store_redacted(text)
+            offloaded = None if redacted is not None else await self._offload(text)
         except ProviderError as exc:
             await stream.finish(error=exc.type)
             raise _application_error(exc) from exc
@@ -200,6 +226,8 @@ class ProviderActivities:
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
         await stream.finish()
+        if redacted is not None:
+            text = ""  # nothing of a redacted answer leaves the activity but the snapshot pointer
         return ProviderCallResult(
             provider=inp.provider,
             model=inp.model,
@@ -209,14 +237,33 @@ class ProviderActivities:
             tool_calls=[tool_call_record(call) for call in calls],
             output_artifact=offloaded,
             output_truncated=offloaded is not None,
+            safety=verdict.model_dump(mode="json") if verdict is not None else None,
+            redacted_output=redacted,
         )
+
+    async def _store_redacted(self, text: str) -> dict[str, Any]:
+        """The raw answer a safety rule redacted: only in a restricted snapshot artifact."""
+        if self._artifacts is None:
+            raise ApplicationError(
+                "this worker has no artifact store for the redaction snapshot",
+                type="artifact.unavailable",
+                non_retryable=True,
+            )
+        pointer = await asyncio.to_thread(
+            self._artifacts.put,
+            text.encode("utf-8"),
+            kind=REDACTED_OUTPUT_KIND,
+            retention="snapshot",
+            media_type=OUTPUT_MEDIA_TYPE,
+        )
+        return pointer.model_dump(mode="json")
 
     async def _offload(self, text: str) -> dict[str, Any] | None:
         """The pointer (JSON) of the stored answer when it is over the inline limit, else None."""
         if self._artifacts is None:
             return None
         data = text.encode("utf-8")
-        if len(data) <= INLINE_LIMIT_BYTES:
+        if len(data) <= TEXT_INLINE_LIMIT_BYTES:
             return None
         pointer = await asyncio.to_thread(
             self._artifacts.put, data, kind=OUTPUT_ARTIFACT_KIND, media_type=OUTPUT_MEDIA_TYPE
@@ -224,10 +271,23 @@ class ProviderActivities:
         return pointer.model_dump(mode="json")
 
 
-def provider_request(inp: ProviderCallInput, full_message: str | None = None) -> ProviderRequest:
+def continues_preview(text: str, preview: Mapping[str, Any], pointer: Mapping[str, Any]) -> bool:
+    """Whether an offloaded text read back begins with the preview the turn recorded."""
+    if text.startswith(str(preview.get("content", ""))):
+        return True
+    log.warning("artifact %s does not continue its preview; kept the preview", pointer.get("artifact_id"))
+    return False
+
+
+def provider_request(
+    inp: ProviderCallInput, full_message: str | None = None, history: Mapping[int, str] | None = None
+) -> ProviderRequest:
     """The request a provider call sends (and a fault's prompt snapshot records): ``inp``'s
-    messages, the last one replaced by ``full_message`` when the user message was offloaded."""
+    messages, the offloaded earlier ones replaced by their whole texts (``history``, by
+    position), the last one by ``full_message`` when the user message was offloaded."""
     messages = [ChatMessage(**m) for m in inp.messages]  # type: ignore[arg-type]
+    for position, text in (history or {}).items():
+        messages[position] = ChatMessage(role=messages[position].role, content=text)
     if full_message is not None:
         messages[-1] = ChatMessage(role="user", content=full_message)
     return ProviderRequest(
@@ -237,6 +297,13 @@ def provider_request(inp: ProviderCallInput, full_message: str | None = None) ->
         max_tokens=inp.max_tokens,
         tools=[ToolDefinition.model_validate(tool) for tool in inp.tools],
     )
+
+
+def _verdict(text: str, rules: dict[str, Any] | None) -> SafetyVerdict | None:
+    """The output safety verdict over the whole answer (None: no rules to check)."""
+    if not rules or not text:
+        return None
+    return check_output(text, parse_safety_rules(rules))
 
 
 def tool_call_record(call: ToolCallChunk) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from temporalio.converter import PayloadCodec
 from turngate.api.errors import error_response
 from turngate.encryption import DecryptionError
 from turngate.settings import Settings
-from turngate.temporal_client import data_converter
+from turngate.temporal_client import data_converter, encryption_keys
 
 PREFIX = "/codec/"
 
@@ -94,8 +94,11 @@ def ui_origin(url: str) -> str:
 
 
 def mount_codec(app: FastAPI, settings: Settings) -> None:
-    """The codec routes, the codec (None when encryption is off) and the UI's CORS."""
-    app.state.payload_codec = data_converter(settings).payload_codec
+    """The codec routes, the codec (None when encryption is off: the routes answer
+    ``codec.disabled``) and the UI's CORS. The codec is the clients' whole chain, so a payload
+    that went to the artifact store decodes to its value too."""
+    on = encryption_keys(settings) is not None
+    app.state.payload_codec = data_converter(settings).payload_codec if on else None
     app.include_router(router)
     if settings.temporal_ui_url:
         app.add_middleware(CodecCors, origin=ui_origin(settings.temporal_ui_url))

@@ -11,6 +11,7 @@ ADMISSION_STATUS = {
     "admission.malformed_json": 400,
     "admission.too_deep": 400,
     "admission.payload_too_large": 413,
+    "admission.intent_too_large": 413,
     "admission.correlation_conflict": 409,
 }
 

@@ -24,11 +24,11 @@ from temporalio.service import RPCError
 
 from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, turn_finished
 from turngate.api.errors import admission_response, error_response
+from turngate.api.intent_size import check_intent_fits, fit_intent
 from turngate.api.jobs import submit_job
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
-from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError
-from turngate.artifacts.deadline import aput_within
+from turngate.artifacts import ArtifactError
 from turngate.core.events import (
     AdmissionError,
     Event,
@@ -83,33 +83,6 @@ def _json_object(body: bytes) -> Any:
 def _turn_events(state: ApiState, envelope: IntentEnvelope) -> dict[str, Event]:
     events = state.store.turn_events(envelope.thread_id, envelope.turn_id, tenant_id=envelope.tenant_id)
     return {str(e.kind): e for e in events if e.stream_id == envelope.payload.stream_id}
-
-
-MESSAGE_PREVIEW_CHARS = 4096
-
-
-async def _offload_large_message(state: ApiState, envelope: IntentEnvelope) -> IntentEnvelope:
-    """A message over the inline limit goes to the artifact store before anything is started:
-    the INTENT (and every Temporal payload) carries a preview and the pointer, whose sha256 binds
-    the full text into the INTENT's digest; the provider activity reads the full text back."""
-    data = envelope.message.encode("utf-8")
-    if len(data) <= INLINE_LIMIT_BYTES:
-        return envelope
-    pointer = await aput_within(
-        state.artifacts,
-        data,
-        state.settings.artifact_deadline_s,
-        kind="message",
-        media_type="text/plain; charset=utf-8",
-    )
-    body = envelope.payload.payload.model_copy(
-        update={
-            "message": envelope.message[:MESSAGE_PREVIEW_CHARS],
-            "message_artifact": pointer.model_dump(mode="json"),
-            "message_truncated": True,
-        }
-    )
-    return envelope.model_copy(update={"payload": envelope.payload.model_copy(update={"payload": body})})
 
 
 #: Said for an id another tenant holds: nothing about that tenant's turn or thread.
@@ -201,6 +174,7 @@ async def ingress_intent(
             max_tools=settings.max_declared_tools,
         )
         envelope = _with_principal(envelope, principal)
+        check_intent_fits(envelope)
         await asyncio.to_thread(_check_correlation, state, envelope, principal.tenant_id is not None)
     except AdmissionError as exc:
         return admission_response(exc)
@@ -225,9 +199,9 @@ async def _run_turn(
     are the caller's ``admission``: every return or exception here gives them back."""
     settings = state.settings
     try:
-        envelope = await _offload_large_message(state, envelope)
+        envelope = await fit_intent(state.artifacts, envelope, settings.artifact_deadline_s)
     except ArtifactError as exc:
-        log.warning("could not store a large message: %s", exc)
+        log.warning("could not store a large intent field: %s", exc)
         return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
 
     workflow_id = turn_workflow_id(
@@ -251,7 +225,7 @@ async def _run_turn(
         )
 
     if stream:
-        # Seed 003's pipeline: token events while the provider streams, then redact or done.
+        # Prompt assembly's events: token events while the provider streams, then redact or done.
         messages = stream_turn_events(
             state,
             envelope.correlation_id,

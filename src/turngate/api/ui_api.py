@@ -29,12 +29,15 @@ from turngate import __version__
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, is_content_addressed
+from turngate.artifacts.restricted import is_restricted_artifact
 from turngate.audit.verify import parse_pointer
 from turngate.core.events import Event
 from turngate.core.manifest import ArtifactPointer
 from turngate.core.pointers import server_pointers
 from turngate.ledger.schema import events, index_column
 from turngate.ledger.store import event_from_row
+from turngate.security.auth import request_principal
+from turngate.security.principal import ROLE_ADMIN
 from turngate.workflows.shared import turn_workflow_id
 
 log = logging.getLogger(__name__)
@@ -538,6 +541,11 @@ async def artifact(
             f"{parsed.size_bytes} bytes; the UI shows at most {ARTIFACT_MAX_BYTES}",
         )
     try:
+        restricted = await asyncio.to_thread(is_restricted_artifact, state.artifacts, parsed)
+        if restricted and not request_principal(request).may(ROLE_ADMIN):
+            return error_response(
+                403, "auth.forbidden", "a redacted answer's snapshot is readable by admin keys only"
+            )
         data = await asyncio.to_thread(state.artifacts.get, parsed)
     except ArtifactNotFoundError:
         return error_response(404, *ARTIFACT_NOT_FOUND)

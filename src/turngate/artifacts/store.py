@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from turngate.core.canonical import DIGEST_PREFIX, digest_bytes, is_digest
+from turngate.core.limits import EVENT_PAYLOAD_LIMIT_BYTES
 from turngate.core.manifest import ArtifactPointer
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ Retention = Literal["standard", "snapshot"]
 RETENTIONS: tuple[Retention, ...] = ("standard", "snapshot")
 DEFAULT_MEDIA_TYPE = "application/json"
 # Anything larger than this never goes into the ledger or a Temporal payload (DESIGN.md).
-INLINE_LIMIT_BYTES = 64 * 1024
+INLINE_LIMIT_BYTES = EVENT_PAYLOAD_LIMIT_BYTES
 
 _KIND_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _HEX_RE = re.compile(r"^[0-9a-f]{64}$")

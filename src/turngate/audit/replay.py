@@ -32,7 +32,7 @@ from turngate.audit.verify import (
     stored_config_digest,
 )
 from turngate.core.context import ContextConfig
-from turngate.core.decision import decide, verify_decision
+from turngate.core.decision import decide, stored_scope, verify_decision
 from turngate.core.events import Event, EventKind, event_digest
 from turngate.core.models import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
 from turngate.core.pointers import server_pointers
@@ -284,9 +284,10 @@ def _policy_checks(
         "; ".join(differ),
         f"{loaded['policy_id']} v{loaded['policy_version']}, config {loaded['config_digest']}",
     )
-    spec = stored.get("context_spec")
-    prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
-    again = decide(intent, candidates, cfg, policy, prompt=prompt).payload
+    scope = stored_scope(stored)
+    again = decide(
+        intent, candidates, cfg, policy, prompt=scope.prompt, schema_version=scope.schema_version
+    ).payload
     result.replayed = {key: again.get(key) for key in ("decision", "reason_codes", "policy")}
     stored_decision, stored_codes = stored.get("decision"), list(stored.get("reason_codes") or [])
     overridden = _override_reason(stored_decision, stored_codes, again["decision"])
@@ -398,8 +399,9 @@ async def replay_histories(
     data_converter: DataConverter = pydantic_data_converter,
 ) -> WorkflowReplayReport:
     """Replay ``histories`` one at a time with the current TurnWorkflow; a failure is recorded
-    per workflow (``raise_on_replay_failure`` off), never raised. ``data_converter`` decrypts
-    encrypted histories (the client's own, with its codec)."""
+    per workflow (``raise_on_replay_failure`` off), never raised. ``data_converter``: the
+    client's, so encrypted histories decrypt and payloads offloaded to the artifact store are
+    read back."""
     started = time.perf_counter()
     replayer = Replayer(workflows=[TurnWorkflow], data_converter=data_converter)
     results: list[WorkflowReplayResult] = []

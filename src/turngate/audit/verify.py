@@ -69,6 +69,7 @@ from turngate.core.canonical import digest_bytes
 from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.decision import verify_decision
 from turngate.core.events import Event, EventKind
+from turngate.core.limits import EVENT_PAYLOAD_LIMIT_BYTES
 from turngate.core.manifest import ArtifactPointer
 from turngate.core.pointers import server_pointers
 from turngate.core.refs import ref_lookup_ids
@@ -124,6 +125,8 @@ class AuditKind(StrEnum):
     EXECUTION_CONTEXT_MISMATCH = "execution_context_mismatch"
     # (c) the policy decided again (``--replay-policy``): it must decide the same
     POLICY_REPLAY_MISMATCH = "policy_replay_mismatch"
+    # a raw blob in the ledger: a stored payload over the event payload limit (docs/ARTIFACTS.md)
+    PAYLOAD_TOO_LARGE = "payload_too_large"
     # (d) the I_context / O_context split
     OBSERVATION_LEAK = "observation_leak"
     NORMATIVE_INPUT_UNKNOWN = "normative_input_unknown"
@@ -614,8 +617,24 @@ class _Audit:
                 for raw in server_pointers(row["kind"], payload):
                     self._pointer(row, raw)
         for row, _payload in rows:
+            self._payload_size(row)
             # The caches keep rows with their parsed payloads: the text is not needed again.
             row.pop("payload", None)
+
+    def _payload_size(self, row: Mapping[str, Any]) -> None:
+        """A stored payload (canonical JSON) over the limit is a failure: large content belongs
+        in the artifact store. Only long texts are encoded (a character is at most 4 bytes)."""
+        text = row.get("payload")
+        if not isinstance(text, str) or len(text) * 4 <= EVENT_PAYLOAD_LIMIT_BYTES:
+            return
+        size = len(text.encode("utf-8"))
+        if size > EVENT_PAYLOAD_LIMIT_BYTES:
+            self.fail(
+                AuditKind.PAYLOAD_TOO_LARGE,
+                int(row["index"]),
+                row.get("correlation_id"),
+                f"the stored payload is {size} bytes; the limit is {EVENT_PAYLOAD_LIMIT_BYTES}",
+            )
 
     def _prefetch(self, rows: Sequence[tuple[dict[str, Any], dict[str, Any] | None]]) -> _Prefetched:
         """A few queries per batch, in the chain pass's snapshot, for everything the batch's

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from turngate.core.context import ContextConfig
-from turngate.core.decision import compare_decision, recompute_decision_digests
+from turngate.core.decision import compare_decision, recompute_decision_digests, stored_scope
 from turngate.core.events import Event, event_digest
 
 
@@ -36,8 +36,6 @@ def verify_decision_reusing(
             again = event_digest(event, event.index, event.prev_event_digest)
         if again != event.digest:
             problems.append(f"event_digest_mismatch: index {event.index}")
-    spec = stored.get("context_spec")
-    prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
-    again_digests = recompute_decision_digests(intent, candidates, cfg, prompt)
+    again_digests = recompute_decision_digests(intent, candidates, cfg, scope=stored_scope(stored))
     problems.extend(compare_decision(stored, again_digests))
     return problems

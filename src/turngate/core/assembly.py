@@ -6,12 +6,18 @@ becomes a ``user`` message with its message, an EXECUTION an ``assistant`` messa
 dropped first, a turn's INTENT and EXECUTION together (prompt assembly); the system prompt and the
 current message are never trimmed. Every item lands in the inclusion or the exclusion log
 (context observability).
+
+A referenced message or answer that the gateway offloaded (over the inline text limit) is in the
+event as a preview plus the pointer to its whole text: the message carries the preview, the
+assembly names the pointer in ``message_artifacts`` (the provider activity loads the whole text),
+and the budget counts the whole text (the preview's estimate scaled by the stored size).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -46,6 +52,8 @@ class Assembly(BaseModel):
     prefix_hash: str
     prefix_length: int
     compiler_version: str = COMPILER_VERSION
+    # message index -> pointer (JSON) to the whole text of an offloaded message or answer
+    message_artifacts: dict[int, dict[str, Any]] = {}
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class _Item:
     message: ChatMessage
     item_type: ItemType
     tokens: int
+    pointer: dict[str, Any] | None = None
 
 
 def item_type_for_kind(kind: str) -> ItemType:
@@ -73,6 +82,32 @@ def _content(event: Event) -> str | None:
     else:
         text = None
     return text if text else None
+
+
+def offloaded_text_pointer(event: Event) -> dict[str, Any] | None:
+    """The pointer to an event's whole text when the gateway stored it as an artifact and kept a
+    preview: an INTENT's ``message_artifact`` (with ``message_truncated``), an EXECUTION's
+    ``output_artifact`` (with ``output_truncated``)."""
+    if event.kind == EventKind.INTENT:
+        body = event.payload.get("payload")
+        holder: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
+        pointer, truncated = holder.get("message_artifact"), holder.get("message_truncated")
+    elif event.kind == EventKind.EXECUTION:
+        pointer, truncated = event.payload.get("output_artifact"), event.payload.get("output_truncated")
+    else:
+        return None
+    if truncated is not True or not isinstance(pointer, Mapping):
+        return None
+    size = pointer.get("size_bytes")
+    return dict(pointer) if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+
+
+def _whole_text_tokens(preview_tokens: int, preview: str, pointer: dict[str, Any] | None) -> int:
+    """The estimate of an offloaded text: the preview's, scaled by stored size / preview size."""
+    if pointer is None:
+        return preview_tokens
+    shown = max(len(preview.encode("utf-8")), 1)
+    return max(preview_tokens, -(-preview_tokens * int(pointer["size_bytes"]) // shown))
 
 
 def assemble(
@@ -118,12 +153,14 @@ def assemble(
             )
             continue
         role = "user" if event.kind == EventKind.INTENT else "assistant"
+        pointer = offloaded_text_pointer(event)
         items.append(
             _Item(
                 event=event,
                 message=ChatMessage(role=role, content=text),
                 item_type=item_type_for_kind(event.kind),
-                tokens=estimate(text),
+                tokens=_whole_text_tokens(estimate(text), text, pointer),
+                pointer=pointer,
             )
         )
     for dropped in resolution.dropped_refs:
@@ -172,6 +209,11 @@ def assemble(
     messages: list[ChatMessage] = []
     if system_prompt:
         messages.append(ChatMessage(role="system", content=system_prompt))
+    artifacts = {
+        len(messages) + position: item.pointer
+        for position, item in enumerate(kept)
+        if item.pointer is not None
+    }
     messages += [item.message for item in kept]
     if outside:
         messages.append(ChatMessage(role="user", content=external_message(outside)))
@@ -226,4 +268,5 @@ def assemble(
         fits=total <= budget_tokens,
         prefix_hash=digest(prefix),
         prefix_length=len(canonical_bytes(prefix).decode("utf-8")),
+        message_artifacts=artifacts,
     )

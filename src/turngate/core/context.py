@@ -5,6 +5,10 @@
 * ``context_spec``: identity, intent (type + user input), declared refs, resolved refs (with event
   digests, execution_only included), normalization (applied rules + config digest), assembly
   rules and the normative input digests.
+* ``external_refs`` (spec version 2): the digest of each declared ``case_query`` /
+  ``artifact.handle`` ref, in declaration order, and the digest of what they resolved to (the
+  DECISION's ``external_context``: index versions, selected chunk ids, fetched content sha256 or
+  refusal codes), ``None`` while unresolved (a turn denied before retrieval).
 * ``assembled_context``: normative material only: the INTENT digests, the digests of the
   governance items the policy saw, and the digest of the policy's view of the current intent.
 
@@ -34,7 +38,7 @@ from pydantic import (
 )
 
 from turngate.core.canonical import digest
-from turngate.core.events import DeclaredRef, Event
+from turngate.core.events import EXTERNAL_REF_TYPES, DeclaredRef, Event, ExternalRef
 from turngate.core.policy import GovernanceItem, IntentView, PolicyInput, build_policy_input
 from turngate.core.refs import (
     RULE_FILTER_INTENT_ONLY,
@@ -42,11 +46,18 @@ from turngate.core.refs import (
     RULE_SORT_CANONICAL,
     Resolution,
     declared_ref_sort_key,
+    external_refs_of,
     parse_declared_refs,
     resolve_declared_refs,
 )
 
-CONTEXT_SPEC_SCHEMA_VERSION = "turngate.ctxspec.1"
+#: Version 2 adds ``external_refs``: the declared ``case_query`` / ``artifact.handle`` refs and
+#: what they resolved to are inside the digest scope (recorded by turns that declare such refs;
+#: the others keep version 1). DECISIONs are recomputed under the version their spec names.
+CONTEXT_SPEC_SCHEMA_V1 = "turngate.ctxspec.1"
+CONTEXT_SPEC_SCHEMA_V2 = "turngate.ctxspec.2"
+CONTEXT_SPEC_SCHEMA_VERSION = CONTEXT_SPEC_SCHEMA_V2
+CONTEXT_SPEC_SCHEMA_VERSIONS: tuple[str, ...] = (CONTEXT_SPEC_SCHEMA_V1, CONTEXT_SPEC_SCHEMA_V2)
 DEFAULT_CONFIG_RESOURCE = ("turngate.config", "context.json")
 
 # Rules a config file may list, in the order turngate applies them.
@@ -288,6 +299,47 @@ def canonical_declared_refs(
     return [ref.model_dump(mode="json", exclude_none=True) for ref in declared]
 
 
+def declares_external_refs(intent: Event) -> bool:
+    """True when the INTENT declares a ``case_query`` or ``artifact.handle`` ref: then its
+    context spec is version 2. A turn without one has nothing outside version 1's scope and
+    keeps version 1 (its digest is what it always was)."""
+    raw = intent.payload.get("declared_refs")
+    return isinstance(raw, list) and any(
+        isinstance(ref, Mapping) and ref.get("ref_type") in EXTERNAL_REF_TYPES for ref in raw
+    )
+
+
+def spec_schema_version(spec: Mapping[str, Any] | None) -> str:
+    """The schema version a stored context spec was built under (version 1 when unnamed)."""
+    rules = spec.get("assembly_rules") if isinstance(spec, Mapping) else None
+    version = rules.get("schema_version") if isinstance(rules, Mapping) else None
+    return version if version in CONTEXT_SPEC_SCHEMA_VERSIONS else CONTEXT_SPEC_SCHEMA_V1
+
+
+def external_scope(
+    declared: Sequence[ExternalRef], resolved: Sequence[Mapping[str, Any]] | None
+) -> dict[str, Any]:
+    """Spec version 2's ``external_refs``: digests only (the refs and records carry floats and
+    may be long; the INTENT and the DECISION's ``external_context`` hold them in full)."""
+    return {
+        "declared": [digest(ref.model_dump(mode="json", exclude_none=True)) for ref in declared],
+        "resolved": None if resolved is None else digest([dict(record) for record in resolved]),
+    }
+
+
+def with_external_resolution(
+    spec: Mapping[str, Any], assembled: Mapping[str, Any], resolved: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, Any], str]:
+    """A version 2 spec once its external refs are resolved (the activity runs after the
+    policy), and the context digest over it. A version 1 spec is returned as it is."""
+    if spec_schema_version(spec) == CONTEXT_SPEC_SCHEMA_V1:
+        return dict(spec), context_digest(spec, assembled)
+    scope = dict(spec.get("external_refs") or {})
+    scope["resolved"] = digest([dict(record) for record in resolved])
+    rescoped = dict(spec) | {"external_refs": scope}
+    return rescoped, context_digest(rescoped, assembled)
+
+
 def build_context_spec(
     intent: Event,
     resolution: Resolution,
@@ -295,38 +347,52 @@ def build_context_spec(
     prompt: Mapping[str, Any] | None = None,
     declared: Sequence[DeclaredRef] | None = None,
     view: IntentView | None = None,
+    *,
+    schema_version: str = CONTEXT_SPEC_SCHEMA_VERSION,
+    external_resolved: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The context spec: the context system's digest scope, plus (when prompt packs are in use) the pinned
     prompt snapshot and profile digests, so replay can prove which prompts were used.
     ``declared``: see :func:`canonical_declared_refs`; ``view``: the intent's
-    :class:`IntentView` if the caller has it already."""
+    :class:`IntentView` if the caller has it already. ``schema_version`` 2 adds the external
+    refs (``external_resolved``: the DECISION's ``external_context``, None while unresolved)."""
+    if schema_version not in CONTEXT_SPEC_SCHEMA_VERSIONS:
+        raise ValueError(f"unknown context spec schema version {schema_version!r}")
     normalization: dict[str, Any] = {
         "applied_rules": list(resolution.applied_rules),
         "config_digest": context_config_digest(cfg),
     }
     if resolution.dropped_refs:
         normalization["dropped_refs"] = [ref.model_dump(mode="json") for ref in resolution.dropped_refs]
-    return {
-        "identity": {
-            "thread_id": intent.thread_id,
-            "turn_id": intent.turn_id,
-            "parent_turn_id": intent.parent_turn_id,
-        },
-        "intent": {
-            "intent_type": intent.intent_type,
-            "user_input": (view or IntentView.from_intent(intent)).message,
-        },
-        "declared_refs": canonical_declared_refs(intent, declared),
-        "retrieval": {
-            "resolved_refs": [ref.model_dump(mode="json") for ref in resolution.resolved_refs],
-            "normalization": normalization,
-        },
-        "assembly_rules": {
-            "schema_version": CONTEXT_SPEC_SCHEMA_VERSION,
-            "ordering": cfg.context.canonical_sort,
-        },
-        "normative_input_digests": list(resolution.normative_input_digests),
-    } | ({"prompt": dict(prompt)} if prompt else {})
+    return (
+        {
+            "identity": {
+                "thread_id": intent.thread_id,
+                "turn_id": intent.turn_id,
+                "parent_turn_id": intent.parent_turn_id,
+            },
+            "intent": {
+                "intent_type": intent.intent_type,
+                "user_input": (view or IntentView.from_intent(intent)).message,
+            },
+            "declared_refs": canonical_declared_refs(intent, declared),
+            "retrieval": {
+                "resolved_refs": [ref.model_dump(mode="json") for ref in resolution.resolved_refs],
+                "normalization": normalization,
+            },
+            "assembly_rules": {
+                "schema_version": schema_version,
+                "ordering": cfg.context.canonical_sort,
+            },
+            "normative_input_digests": list(resolution.normative_input_digests),
+        }
+        | ({"prompt": dict(prompt)} if prompt else {})
+        | (
+            {"external_refs": external_scope(external_refs_of(intent), external_resolved)}
+            if schema_version != CONTEXT_SPEC_SCHEMA_V1
+            else {}
+        )
+    )
 
 
 def governance_item_digest(item: GovernanceItem) -> str:
@@ -364,12 +430,24 @@ def build_context(
     candidates: Sequence[Event],
     cfg: ContextConfig,
     prompt: Mapping[str, Any] | None = None,
+    *,
+    schema_version: str = CONTEXT_SPEC_SCHEMA_VERSION,
+    external_resolved: Sequence[Mapping[str, Any]] | None = None,
 ) -> ContextBuild:
     """Resolve refs, build the policy input, the spec and the digest: one code path for deciding
     and for replay/verify. Raises ``RefResolutionError`` or ``InvalidIntentError``."""
     resolution, declared = resolve_declared_refs(intent, candidates, cfg.context)
     policy_input = build_policy_input(intent, resolution.governance_events)
-    spec = build_context_spec(intent, resolution, cfg, prompt, declared, policy_input.intent)
+    spec = build_context_spec(
+        intent,
+        resolution,
+        cfg,
+        prompt,
+        declared,
+        policy_input.intent,
+        schema_version=schema_version,
+        external_resolved=external_resolved,
+    )
     assembled = build_assembled_context(policy_input, resolution)
     # model_construct: every field was just built here with its declared type (validating them
     # again only copies the dicts); the values, and so the digests, are the same.
@@ -387,6 +465,16 @@ def recompute_context_digest(
     candidates: Sequence[Event],
     cfg: ContextConfig,
     prompt: Mapping[str, Any] | None = None,
+    *,
+    schema_version: str = CONTEXT_SPEC_SCHEMA_VERSION,
+    external_resolved: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """Recompute ``context_digest`` from stored inputs (context-system invariant 6)."""
-    return build_context(intent, candidates, cfg, prompt).context_digest
+    return build_context(
+        intent,
+        candidates,
+        cfg,
+        prompt,
+        schema_version=schema_version,
+        external_resolved=external_resolved,
+    ).context_digest

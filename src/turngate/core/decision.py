@@ -14,10 +14,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.context import (
+    CONTEXT_SPEC_SCHEMA_VERSION,
     ContextBuild,
     ContextConfig,
     build_context,
     context_config_digest,
+    spec_schema_version,
 )
 from turngate.core.events import Event, EventKind, event_digest
 from turngate.core.policy import (
@@ -144,6 +146,7 @@ def decide(
     *,
     execution: Mapping[str, Any] | None = None,
     prompt: Mapping[str, Any] | None = None,
+    schema_version: str = CONTEXT_SPEC_SCHEMA_VERSION,
 ) -> DecisionOutcome:
     """Decide ``intent``: resolve refs, evaluate the policy on I_context, build the payload.
 
@@ -152,12 +155,13 @@ def decide(
     (``policy.evaluation_error`` / ``policy.invalid_decision``). ``execution`` (provider,
     requested_model_id, resolved_model_id) is merged into the payload as given. ``prompt`` (the
     pinned prompt snapshot and profile digests) enters the context spec and so the digest.
+    ``schema_version``: of the context spec (a replay uses the version the DECISION recorded).
     """
     if intent.kind != EventKind.INTENT:
         raise ValueError(f"decide needs an INTENT event, got {intent.kind}")
     config_digest = context_config_digest(cfg)
     try:
-        built = build_context(intent, candidates, cfg, prompt)
+        built = build_context(intent, candidates, cfg, prompt, schema_version=schema_version)
     except (RefResolutionError, InvalidIntentError) as exc:
         if isinstance(exc, RefResolutionError):
             error = exc.as_dict()
@@ -193,20 +197,55 @@ def decide(
     )
 
 
+class StoredScope(BaseModel):
+    """What a stored DECISION says its context digest was computed over, besides the ledger:
+    the pinned prompt, the spec's schema version and (version 2) the external refs' resolution."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt: dict[str, Any] | None = None
+    schema_version: str = CONTEXT_SPEC_SCHEMA_VERSION
+    external_resolved: list[dict[str, Any]] | None = None
+
+
+def stored_scope(stored: Mapping[str, Any]) -> StoredScope:
+    """The :class:`StoredScope` of a stored DECISION payload."""
+    spec = stored.get("context_spec")
+    prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
+    external = stored.get("external_context")
+    return StoredScope.model_construct(
+        prompt=dict(prompt) if isinstance(prompt, Mapping) else None,
+        schema_version=spec_schema_version(spec),
+        external_resolved=[dict(r) for r in external if isinstance(r, Mapping)]
+        if isinstance(external, list)
+        else None,
+    )
+
+
 def recompute_decision_digests(
     intent: Event,
     candidates: Sequence[Event],
     cfg: ContextConfig,
     prompt: Mapping[str, Any] | None = None,
+    scope: StoredScope | None = None,
 ) -> dict[str, Any]:
     """Recompute from stored inputs what a DECISION pins (what the context system says can be verified).
 
     Returns ``{context_digest, context_config_digest, normative_input_digests, resolved_refs,
     error_code}``; on a ref error the digest fields are ``None``/empty and ``error_code`` is set.
+    ``scope``: the stored DECISION's (:func:`stored_scope`); its prompt wins over ``prompt``.
     """
     config_digest = context_config_digest(cfg)
+    scope = scope or StoredScope.model_construct(prompt=dict(prompt) if prompt else None)
     try:
-        built = build_context(intent, candidates, cfg, prompt)
+        built = build_context(
+            intent,
+            candidates,
+            cfg,
+            scope.prompt,
+            schema_version=scope.schema_version,
+            external_resolved=scope.external_resolved,
+        )
     except RefResolutionError as exc:
         error_code: str | None = exc.code
         built = None
@@ -263,12 +302,13 @@ def verify_decision(
     for event in (intent, *candidates):
         if event_digest(event, event.index, event.prev_event_digest) != event.digest:
             problems.append(f"event_digest_mismatch: index {event.index}")
-    spec = stored.get("context_spec")
-    prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
-    again = recompute_decision_digests(intent, candidates, cfg, prompt)
+    scope = stored_scope(stored)
+    again = recompute_decision_digests(intent, candidates, cfg, scope=scope)
     problems.extend(compare_decision(stored, again))
     if policy is not None:
-        replayed = decide(intent, candidates, cfg, policy, prompt=prompt)
+        replayed = decide(
+            intent, candidates, cfg, policy, prompt=scope.prompt, schema_version=scope.schema_version
+        )
         for key in ("decision", "reason_codes", "policy"):
             if stored.get(key) != replayed.payload[key]:
                 problems.append(f"{key} differs from the re-evaluated policy")

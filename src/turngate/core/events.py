@@ -160,7 +160,7 @@ class IntentPrincipal(_Strict):
 
 
 #: Envelope fields only the gateway sets: dropped from a client's body before validation.
-SERVER_OWNED_FIELDS: tuple[str, ...] = ("principal",)
+SERVER_OWNED_FIELDS: tuple[str, ...] = ("principal", "offloaded")
 
 
 class IntentEnvelope(_Strict):
@@ -168,6 +168,10 @@ class IntentEnvelope(_Strict):
     correlation_id: IdStr
     payload: IntentPayload
     principal: IntentPrincipal | None = None
+    #: Body fields the gateway moved to the artifact store because the INTENT would not fit the
+    #: event payload limit: ``{"payload.payload.<name>": ArtifactPointer}``. Set by the API only
+    #: (never taken from a request body), so these pointers are server-written (docs/ARTIFACTS.md).
+    offloaded: dict[str, dict[str, Any]] | None = None
 
     @property
     def thread_id(self) -> str:
@@ -200,6 +204,8 @@ class IntentEnvelope(_Strict):
         }
         if self.principal is not None:
             body["principal"] = self.principal.model_dump(mode="json")
+        if self.offloaded:
+            body["offloaded"] = dict(self.offloaded)
         return body
 
     def draft(self) -> EventDraft:

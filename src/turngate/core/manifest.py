@@ -80,7 +80,7 @@ class ArtifactPointer(_Frozen):
 
 
 class ContextManifest(_Frozen):
-    """Seed 004's context manifest for one step (one turn's prompt assembly)."""
+    """The context manifest for one step (one turn's prompt assembly)."""
 
     schema_version: str = MANIFEST_SCHEMA_VERSION
     run_id: str

@@ -42,6 +42,9 @@ def server_pointers(kind: str, payload: Mapping[str, Any]) -> Iterator[Mapping[s
     candidates: list[Any] = []
     if kind == "INTENT":
         candidates.append(_at(payload, "payload", "message_artifact"))
+        offloaded = payload.get("offloaded")  # large opaque body fields moved out at admission
+        if isinstance(offloaded, Mapping):
+            candidates.extend(offloaded[name] for name in sorted(offloaded))
     else:
         candidates.append(payload.get("manifest"))
         snapshots = payload.get("fault_snapshots")

@@ -329,7 +329,7 @@ def _task_context(
         if lines:
             blocks.append(_section(label, lines))
     if len(blocks) == 1 and not header:
-        # Seed 003: without task data the layer is a minimal header only.
+        # Without task data the layer is a minimal header only.
         return "\n".join([title, instruction]) if always_instruct else title
     blocks.append(instruction)
     return LAYER_SEPARATOR.join(blocks)

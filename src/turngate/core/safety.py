@@ -32,6 +32,9 @@ from turngate.core.canonical import digest
 REASON_BLOCKLIST = "safety.blocklist"
 REASON_REGEX = "safety.regex"
 REASON_MAX_LENGTH = "safety.max_length"
+#: Artifact kind of a redacted answer's raw text: a restricted snapshot that only ``admin`` keys
+#: may read through the API (docs/SECURITY.md, "Redacted answers").
+REDACTED_OUTPUT_KIND = "redacted_output"
 
 DEFAULT_REGEX_MAX_INPUT_CHARS = 16_384
 MAX_PATTERN_CHARS = 1_000

@@ -19,18 +19,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from turngate.core.canonical import digest
+from turngate.core.canonical import canonical_bytes, digest
 from turngate.core.events import EventKind
+from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES
 from turngate.core.policy import intent_message
 from turngate.core.refs import Resolution
 
 REASON_NOT_OFFERED = "tool.not_offered"
 REASON_INVALID_ARGUMENTS = "tool.invalid_arguments"
+REASON_ARGUMENTS_TOO_LARGE = "tool.arguments_too_large"
 
 ToolSpecName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 SignalName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 TransitionName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
-ToolRejectReason = Literal["tool.not_offered", "tool.invalid_arguments"]
+ToolRejectReason = Literal["tool.not_offered", "tool.invalid_arguments", "tool.arguments_too_large"]
 
 _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -234,8 +236,10 @@ def admit_tool_calls(
 ) -> ToolAdmission:
     """Admit the calls to tools that were offered this turn, with valid arguments.
 
-    Rejections carry ``tool.not_offered`` (unknown tool, or a tool not offered yet) or
-    ``tool.invalid_arguments`` (not a JSON object, schema violation, unknown signal value).
+    Rejections carry ``tool.not_offered`` (unknown tool, or a tool not offered yet),
+    ``tool.invalid_arguments`` (not a JSON object, schema violation, unknown signal value) or
+    ``tool.arguments_too_large`` (arguments over the inline text limit: an admitted call is
+    recorded with its arguments in the EXECUTION, and a tool signal is never that long).
     """
     by_name = {spec.name: spec for spec in offered}
     admitted: list[ToolCall] = []
@@ -260,6 +264,18 @@ def admit_tool_calls(
                 signal = call.arguments.get(spec.signal_argument)
                 if signal not in spec.signals:
                     problems = [f"$.{spec.signal_argument}: {signal!r} is not one of {sorted(spec.signals)}"]
+        if call is not None and not problems:
+            size = len(canonical_bytes(call.arguments))
+            if size > TEXT_INLINE_LIMIT_BYTES:
+                rejected.append(
+                    RejectedToolCall(
+                        name=name,
+                        id=call_id,
+                        reason_code=REASON_ARGUMENTS_TOO_LARGE,
+                        detail=f"arguments are {size} bytes; the limit is {TEXT_INLINE_LIMIT_BYTES}",
+                    )
+                )
+                continue
         if problems or call is None:
             rejected.append(
                 RejectedToolCall(

@@ -92,6 +92,8 @@ class AppendInput(_Model):
     draft: EventDraft
     manifest: dict[str, Any] | None = None
     snapshots: dict[str, str] = Field(default_factory=dict)
+    # Snapshots an activity already stored (name -> ArtifactPointer JSON), listed beside them.
+    stored_snapshots: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class ProviderCallInput(_Model):
@@ -105,6 +107,12 @@ class ProviderCallInput(_Model):
     tools: list[dict[str, Any]] = Field(default_factory=list)
     # The current message was over the inline limit: the activity reads it from this artifact.
     message_artifact: dict[str, Any] | None = None
+    # Referenced messages and answers that were offloaded: message index -> pointer to the whole
+    # text (the message itself holds the preview); the activity loads them.
+    message_artifacts: dict[int, dict[str, Any]] = Field(default_factory=dict)
+    # The prompt pack's output safety rules (SafetyRules as JSON): the activity checks the whole
+    # answer before anything of it is offloaded or returned (None: no rules).
+    output_safety: dict[str, Any] | None = None
 
 
 class ProviderCallResult(_Model):
@@ -119,6 +127,11 @@ class ProviderCallResult(_Model):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)  # [{id, name, arguments}]
     output_artifact: dict[str, Any] | None = None  # ArtifactPointer of the full text when offloaded
     output_truncated: bool = False
+    # The output safety verdict over the whole answer (SafetyVerdict as JSON; None: not checked).
+    # A violation returns no text and no output_artifact: the raw answer is only in the
+    # restricted redaction snapshot, ``redacted_output`` (snapshot retention).
+    safety: dict[str, Any] | None = None
+    redacted_output: dict[str, Any] | None = None
 
 
 class RecordedEvent(_Model):

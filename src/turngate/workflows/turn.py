@@ -39,8 +39,10 @@ with workflow.unsafe.imports_passed_through():
         next_phase,
         offered_tools,
     )
+    from turngate.workflows.context_scope import spec_version, with_external
     from turngate.workflows.fault_snapshots import decision_snapshots, execution_snapshots
     from turngate.workflows.prompt_guard import prompt_failure
+    from turngate.workflows.redaction import CHECKED_SAFETY_KEY, apply_checked_safety, output_safety_rules
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -128,10 +130,10 @@ class TurnWorkflow:
         except Exception as exc:  # deterministic: a recorded DENY, never a task retried forever
             system = None
             begin = begin.model_copy(update={"prompt_error": prompt_failure(exc)})
-        outcome = self._decide(intent, begin.candidates, boundary, model, system, begin)
+        outcome = self._decide(intent, begin.candidates, boundary, model, system, begin, spec_version(intent))
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
-            outcome = _with_external(outcome, external)
+            outcome = with_external(outcome, external)
         assembly = None
         offered: list[ToolSpec] = []
         if outcome.allowed and outcome.resolution is not None:
@@ -201,6 +203,8 @@ class TurnWorkflow:
             max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
             tools=[spec.definition() for spec in offered],
             message_artifact=_message_artifact(envelope),
+            output_safety=output_safety_rules(prompts if system is not None else None),
+            message_artifacts=dict(assembly.message_artifacts),
         )
         payload = await self._execute(call, model, outcome, boundary)
         _admit_tool_calls(payload, offered, envelope.payload.inputs)
@@ -209,8 +213,10 @@ class TurnWorkflow:
         snapshots = execution_snapshots(
             call, payload, external, debug=envelope.payload.inputs.get("debug_snapshot") is True
         )
+        stored: dict[str, dict[str, Any]] = {}
         if prompts is not None and system is not None:
             snapshots |= _apply_output_safety(payload, prompts)
+            stored = apply_checked_safety(payload)
         execution, _ = await self._record(
             self._draft(intent, EventKind.EXECUTION, payload),
             manifest=build_manifest(
@@ -223,6 +229,7 @@ class TurnWorkflow:
                 system=system,
             ).model_dump(mode="json"),
             snapshots=snapshots,
+            stored_snapshots=stored,
             on_system_error=_execution_system_error,
         )
         self._recorded["EXECUTION"] = _recorded(execution)
@@ -271,6 +278,7 @@ class TurnWorkflow:
         model: ModelResolution,
         system: SystemPrompt | None,
         begin: BeginTurnResult,
+        spec_version: str,
     ) -> DecisionOutcome:
         with workflow.unsafe.imports_passed_through():
             policy = load_policy(boundary.policy_module, boundary.policy_object)
@@ -306,6 +314,7 @@ class TurnWorkflow:
             policy,
             execution=extra,
             prompt=pinned,
+            schema_version=spec_version,
         )
         if begin.prompt_error is not None and outcome.allowed:
             # Only an allowed turn needs its prompt; an earlier DENY (a ref error, the policy)
@@ -385,6 +394,8 @@ class TurnWorkflow:
             return payload
         payload["output_text"] = answer.output_text
         payload["usage"] = answer.usage
+        if answer.safety is not None:
+            payload[CHECKED_SAFETY_KEY] = {"verdict": answer.safety, "snapshot": answer.redacted_output}
         if answer.output_artifact is not None:
             # The full answer is over the inline limit: it lives in the artifact store.
             payload["output_artifact"] = answer.output_artifact
@@ -400,6 +411,7 @@ class TurnWorkflow:
         *,
         manifest: dict[str, Any] | None = None,
         snapshots: dict[str, str] | None = None,
+        stored_snapshots: dict[str, dict[str, Any]] | None = None,
         on_system_error: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
     ) -> tuple[Event, bool]:
         """Append an event with its artifacts. If the artifacts cannot be stored, the event is
@@ -407,7 +419,12 @@ class TurnWorkflow:
         stops (returns True)."""
         try:
             return await self._append(
-                AppendInput(draft=draft, manifest=manifest, snapshots=snapshots or {})
+                AppendInput(
+                    draft=draft,
+                    manifest=manifest,
+                    snapshots=snapshots or {},
+                    stored_snapshots=stored_snapshots or {},
+                )
             ), False
         except (ActivityError, ApplicationError) as exc:
             # A failed local activity may surface bare or wrapped in ActivityError.
@@ -485,22 +502,6 @@ async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> Provide
     )
 
 
-def _with_external(outcome: DecisionOutcome, external: ExternalContext) -> DecisionOutcome:
-    """The DECISION records what the external refs pinned (or refused); a declared retrieval that
-    cannot be done as declared DENIES the turn with its code."""
-    payload = dict(outcome.payload)
-    payload["external_context"] = external.decision_record()
-    allowed = outcome.allowed
-    if external.error is not None:
-        allowed = False
-        payload.update(
-            decision="DENY",
-            reason_codes=[external.error.code],
-            error=external.error.model_dump(mode="json"),
-        )
-    return outcome.model_copy(update={"allowed": allowed, "payload": payload})
-
-
 def _deny_for_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
     """A DECISION whose manifest could not be stored: the turn stops (context observability)."""
     return payload | {"decision": "DENY", "reason_codes": ["SYSTEM_ERROR"], "error": error}
@@ -532,10 +533,11 @@ def _admit_tool_calls(payload: dict[str, Any], offered: list[ToolSpec], inputs: 
 
 
 def _apply_output_safety(payload: dict[str, Any], prompts: PromptConfig) -> dict[str, str]:
-    """Deterministic output rules: a violation keeps the raw answer out of the event (it goes to a
+    """Deterministic output rules over an answer the provider activity did not check (histories
+    recorded before it did): a violation keeps the raw answer out of the event (it goes to a
     snapshot artifact) and marks the EXECUTION redacted; the thread's next turn is told why."""
     text = payload.get("output_text") or ""
-    if payload.get("error") or not text:
+    if payload.get("error") or not text or CHECKED_SAFETY_KEY in payload:
         return {}
     verdict = check_output(text, prompts.output_safety)
     if verdict.ok:

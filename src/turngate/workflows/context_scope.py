@@ -1,0 +1,56 @@
+"""The context digest's scope in a turn: which context spec version it records, and the DECISION
+once the external refs are resolved (they are resolved by an activity after the policy ran, so
+their resolution enters the spec and the digest afterwards)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from turngate.core.context import (
+        CONTEXT_SPEC_SCHEMA_V1,
+        CONTEXT_SPEC_SCHEMA_V2,
+        declares_external_refs,
+        with_external_resolution,
+    )
+    from turngate.core.decision import DecisionOutcome
+    from turngate.core.events import Event
+    from turngate.core.external import ExternalContext
+
+#: workflow.patched id: the context spec's schema version 2 (external refs in the digest scope).
+CONTEXT_SPEC_V2_PATCH = "context-spec-v2"
+
+
+def spec_version(intent: Event) -> str:
+    """Context spec v2 (external refs inside the digest) for a turn that declares external refs;
+    histories recorded before it replay with v1, the version their DECISIONs recorded. A turn
+    without external refs keeps v1 (and no patch marker)."""
+    if declares_external_refs(intent) and workflow.patched(CONTEXT_SPEC_V2_PATCH):
+        return CONTEXT_SPEC_SCHEMA_V2
+    return CONTEXT_SPEC_SCHEMA_V1
+
+
+def with_external(outcome: DecisionOutcome, external: ExternalContext) -> DecisionOutcome:
+    """The DECISION records what the external refs pinned (or refused); a declared retrieval that
+    cannot be done as declared DENIES the turn with its code."""
+    payload = dict(outcome.payload)
+    payload["external_context"] = external.decision_record()
+    update: dict[str, Any] = {}
+    if outcome.context_spec is not None and outcome.assembled_context is not None:
+        # What the refs resolved to is inside the digest (context spec v2; v1 is left as it was).
+        spec, digest = with_external_resolution(
+            outcome.context_spec, outcome.assembled_context, payload["external_context"]
+        )
+        payload.update(context_spec=spec, context_digest=digest)
+        update = {"context_spec": spec, "context_digest": digest}
+    allowed = outcome.allowed
+    if external.error is not None:
+        allowed = False
+        payload.update(
+            decision="DENY",
+            reason_codes=[external.error.code],
+            error=external.error.model_dump(mode="json"),
+        )
+    return outcome.model_copy(update={"allowed": allowed, "payload": payload} | update)
