@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     policy_object: str = Field(
         "POLICY", validation_alias=_alias("TURNGATE_POLICY_OBJECT", "DBL_GATEWAY_POLICY_OBJECT")
     )
+    # A worker whose policy id+version the ledger recorded with another config digest: "refuse"
+    # to start (default: a changed policy must change its version) or "warn" and start.
+    policy_version_check: Literal["refuse", "warn"] = Field(
+        "refuse", validation_alias=_alias("TURNGATE_POLICY_VERSION_CHECK")
+    )
     context_config_path: Path | None = Field(
         None, validation_alias=_alias("TURNGATE_CONTEXT_CONFIG", "DBL_GATEWAY_CONTEXT_CONFIG")
     )

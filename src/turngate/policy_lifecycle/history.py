@@ -13,6 +13,7 @@ version, or history stops saying which rules made which decision.
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
@@ -25,6 +26,8 @@ from turngate.core.events import EventKind
 from turngate.core.policy import LoadedPolicy
 from turngate.ledger import LedgerStore
 from turngate.ledger.schema import events, index_column
+
+log = logging.getLogger(__name__)
 
 Role = Literal["active", "shadow"]
 
@@ -168,15 +171,20 @@ def version_conflict(store: LedgerStore, policy: LoadedPolicy) -> PolicyVersion 
     return None
 
 
-def guard_policy_version(store: LedgerStore, policy: LoadedPolicy) -> None:
-    """Raise :class:`PolicyVersionConflictError` when ``policy`` reuses a recorded version."""
+def guard_policy_version(store: LedgerStore, policy: LoadedPolicy, *, refuse: bool = True) -> None:
+    """Raise :class:`PolicyVersionConflictError` when ``policy`` reuses a recorded version
+    (``refuse=False``: log a warning instead)."""
     clash = version_conflict(store, policy)
     if clash is not None:
         where = f"{policy.module}:{policy.object_name}" if policy.module else "the observer policy"
-        raise PolicyVersionConflictError(
+        message = (
             f"{where}: policy {policy.policy_id!r} version {policy.policy_version!r} "
             f"has config digest {policy.config_digest}, but the ledger recorded that id and version "
             f"with config digest {clash.config_digest} (first at index {clash.first_index}, "
             f"{clash.first_at}). A changed policy must change its version "
             "(or set TURNGATE_POLICY_VERSION_CHECK=warn to start anyway)"
         )
+        if not refuse:
+            log.warning("%s", message)
+            return
+        raise PolicyVersionConflictError(message)
