@@ -35,11 +35,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from verify import build_ledger, peak_rss_mb  # noqa: E402  (bench/verify.py, beside this file)
+from verify import build_ledger, peak_rss_mb  # bench/verify.py, beside this file
 
-from turngate.core.context import load_context_config  # noqa: E402
-from turngate.core.policy import load_policy  # noqa: E402
-from turngate.ledger import LedgerStore  # noqa: E402
+from turngate.core.context import load_context_config
+from turngate.core.policy import load_policy
+from turngate.ledger import LedgerStore
 
 TARGET_SECONDS_PER_100K = 30.0
 RECORDED = "turngate.policies.max_user_messages"

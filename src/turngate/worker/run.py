@@ -22,11 +22,11 @@ from turngate.activities.external_refs import ExternalRefActivities
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
 from turngate.artifacts import open_artifact_store
+from turngate.core.policy import load_policy
 from turngate.core.prompts import parse_prompt_config
 from turngate.jobs.queues import job_concurrency, job_queues
 from turngate.jobs.registry import CaseRegistry
 from turngate.jobs.workers import job_workers
-from turngate.core.policy import load_policy
 from turngate.ledger import LedgerStore
 from turngate.policy_lifecycle.history import guard_policy_version
 from turngate.prompts.pins import PromptPins
