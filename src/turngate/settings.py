@@ -54,6 +54,13 @@ class Settings(BaseSettings):
     policy_version_check: Literal["refuse", "warn"] = Field(
         "refuse", validation_alias=_alias("TURNGATE_POLICY_VERSION_CHECK")
     )
+    # Shadow policies (docs/POLICIES.md): comma-separated modules (or module:object), evaluated
+    # beside the active policy and recorded in the DECISION's `shadow` field; never decide.
+    shadow_policy_module: str | None = Field(None, validation_alias=_alias("TURNGATE_SHADOW_POLICY_MODULE"))
+    shadow_policy_object: str = Field("POLICY", validation_alias=_alias("TURNGATE_SHADOW_POLICY_OBJECT"))
+    # Policies `POST /policy/whatif` may run, besides the built-in ones and the configured active
+    # and shadow policies: comma-separated modules (or module:object) installed on the server.
+    whatif_policies: str | None = Field(None, validation_alias=_alias("TURNGATE_WHATIF_POLICIES"))
     context_config_path: Path | None = Field(
         None, validation_alias=_alias("TURNGATE_CONTEXT_CONFIG", "DBL_GATEWAY_CONTEXT_CONFIG")
     )
@@ -184,6 +191,18 @@ class Settings(BaseSettings):
     @property
     def effective_token_bus_url(self) -> str:
         return self.token_bus_url or f"sqlite:///{(self.data_dir / 'stream.sqlite3').as_posix()}"
+
+    @property
+    def shadow_policies(self) -> tuple[str, ...]:
+        """Each shadow policy as ``module:object`` (the object defaults to TURNGATE_SHADOW_POLICY_OBJECT)."""
+        return tuple(
+            name if ":" in name else f"{name}:{self.shadow_policy_object}"
+            for name in _csv(self.shadow_policy_module)
+        )
+
+    @property
+    def whatif_policy_names(self) -> tuple[str, ...]:
+        return _csv(self.whatif_policies)
 
     @property
     def openai_models(self) -> tuple[str, ...]:

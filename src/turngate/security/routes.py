@@ -29,6 +29,9 @@ ROUTE_ROLES: dict[str, str] = {
     "/artifacts": ROLE_INTENT_WRITE,
     # Operational, cross-tenant aggregates: operators only.
     "/metrics": ROLE_ADMIN,
+    # The policy lifecycle (docs/POLICIES.md): runs installed policies over every tenant's turns.
+    "POST /policy/whatif": ROLE_ADMIN,
+    "/policy/history": ROLE_ADMIN,
 }
 
 #: JSON routes of the web UI (src/turngate/api/ui_api.py) read what /snapshot reads. Its static

@@ -3,6 +3,8 @@
 // key is empty: unauthenticated dev mode). /tail is read with fetch() + ReadableStream (not
 // EventSource) so that the header can be sent. All data is rendered with textContent, never HTML.
 
+import { policiesView } from "./policies.js";
+
 const KEY_STORAGE = "turngate.apiKey";
 const TURNS_PAGE = 50;
 const THREADS_PAGE = 50;
@@ -360,6 +362,7 @@ async function route() {
     else if (section === "thread" && id) await threadView(id, params);
     else if (section === "turn" && id) await turnView(id);
     else if (section === "jobs") await jobsView();
+    else if (section === "policies") await policiesView(policyUi());
     else await threadsView(params);
   } catch (error) {
     if (error.status === 401) return;
@@ -1248,6 +1251,11 @@ async function jobsView() {
   } catch (error) {
     if (error.status !== 401) runtime.replaceChildren(errorBox(error));
   }
+}
+
+// The helpers the Policies view (policies.js) renders with.
+function policyUi() {
+  return { h, show, setNav, table, decisionBadge, digestEl, fmtTime, errorBox, enc, api, authHeaders, ApiError };
 }
 
 // --------------------------------------------------------------------------- start
