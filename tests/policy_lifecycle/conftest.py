@@ -28,14 +28,18 @@ def turn_payload(number: int) -> dict[str, Any]:
     }
 
 
-async def record_thread(settings: Settings, turns: int = TURNS) -> None:
+async def record_thread(settings: Settings, turns: int = TURNS) -> list[dict[str, Any]]:
+    """Record the thread's turns; their DECISION payloads (each one ALLOWed)."""
+    decisions = []
     async with running_stack(settings) as stack:
         for number in range(turns):
             response = await stack.chat(
                 f"message {number}", correlation_id=f"c-{number}", **turn_payload(number)
             )
             assert response.status_code == 202, response.text
-            assert response.json()["decision"]["payload"]["decision"] == "ALLOW"
+            decisions.append(response.json()["decision"]["payload"])
+            assert decisions[-1]["decision"] == "ALLOW"
+    return decisions
 
 
 @pytest.fixture(scope="module")

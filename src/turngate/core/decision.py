@@ -8,7 +8,7 @@ payload, so replay/verify recomputes it with :func:`recompute_decision_digests` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -46,6 +46,7 @@ DECISION_KEYS: frozenset[str] = frozenset(
         "normative_input_digests",
         "resolved_refs",
         "error",
+        "shadow",
     }
 )
 
@@ -110,9 +111,11 @@ def _payload(
     return payload
 
 
-def _evaluate(
+def evaluate_policy(
     policy: LoadedPolicy, policy_input: PolicyInput
 ) -> tuple[PolicyDecision, dict[str, Any] | None]:
+    """``policy``'s decision on ``policy_input``; a policy that raises or returns no decision
+    gives a DENY with the error (``policy.evaluation_error`` / ``policy.invalid_decision``)."""
     try:
         result = policy.evaluate(policy_input)
     except Exception as exc:
@@ -153,37 +156,21 @@ def decide(
     requested_model_id, resolved_model_id) is merged into the payload as given. ``prompt`` (the
     pinned prompt snapshot and profile digests) enters the context spec and so the digest.
     """
-    if intent.kind != EventKind.INTENT:
-        raise ValueError(f"decide needs an INTENT event, got {intent.kind}")
     config_digest = context_config_digest(cfg)
-    try:
-        built = build_context(intent, candidates, cfg, prompt)
-    except (RefResolutionError, InvalidIntentError) as exc:
-        if isinstance(exc, RefResolutionError):
-            error = exc.as_dict()
-        else:
-            error = {"code": INTENT_INVALID, "detail": str(exc), "ref_id": None}
-        payload = _payload(
-            decision=PolicyDecision.deny(error["code"]),
-            policy=policy,
-            config_digest=config_digest,
-            built=None,
-            error=error,
-            execution=execution,
-        )
-        return DecisionOutcome(allowed=False, payload=payload)
-
-    decision, error = _evaluate(policy, built.policy_input)
+    judged = judge(intent, candidates, cfg, policy, prompt)
+    built = judged.built
     payload = _payload(
-        decision=decision,
+        decision=judged.decision,
         policy=policy,
         config_digest=config_digest,
         built=built,
-        error=error,
+        error=judged.error,
         execution=execution,
     )
+    if built is None:
+        return DecisionOutcome(allowed=False, payload=payload)
     return DecisionOutcome(
-        allowed=decision.allowed,
+        allowed=judged.decision.allowed,
         payload=payload,
         resolution=built.resolution,
         context_spec=built.context_spec,
@@ -191,6 +178,37 @@ def decide(
         assembled_context=built.assembled_context,
         policy_input=built.policy_input,
     )
+
+
+class Judgement(NamedTuple):
+    """The decision part of :func:`decide`, before it is written up as a DECISION payload."""
+
+    built: ContextBuild | None  # None: a ref or INTENT error, the policy was not asked
+    decision: PolicyDecision
+    error: dict[str, Any] | None
+
+
+def judge(
+    intent: Event,
+    candidates: Sequence[Event],
+    cfg: ContextConfig,
+    policy: LoadedPolicy,
+    prompt: Mapping[str, Any] | None = None,
+) -> Judgement:
+    """Resolve refs and ask the policy, as :func:`decide` does (it calls this), without building
+    the payload: what re-deciding recorded turns with another policy needs."""
+    if intent.kind != EventKind.INTENT:
+        raise ValueError(f"decide needs an INTENT event, got {intent.kind}")
+    try:
+        built = build_context(intent, candidates, cfg, prompt)
+    except (RefResolutionError, InvalidIntentError) as exc:
+        if isinstance(exc, RefResolutionError):
+            error = exc.as_dict()
+        else:
+            error = {"code": INTENT_INVALID, "detail": str(exc), "ref_id": None}
+        return Judgement(None, PolicyDecision.deny(error["code"]), error)
+    decision, error = evaluate_policy(policy, built.policy_input)
+    return Judgement(built, decision, error)
 
 
 def recompute_decision_digests(

@@ -1,8 +1,9 @@
 """What a candidate policy would have decided on a recorded turn (pure, no I/O).
 
-:func:`redecide` runs :func:`turngate.core.decision.decide` (the code that decides live turns and
-that verify re-runs) on a recorded INTENT, the candidate events of its declared refs as they were
-when it was recorded, and the context config and pinned prompt the DECISION names. Before the
+:func:`redecide` runs :func:`turngate.core.decision.judge` (the part of ``decide`` that
+resolves refs and asks the policy: the code that decides live turns) on a recorded INTENT, the
+candidate events of its declared refs as they were when it was recorded, and the context config
+and pinned prompt the DECISION names. Before the
 candidate's answer counts, the recomputation must land on the recorded inputs (the same context
 digest and resolved refs): otherwise the turn is *unreproducible*, never a flip.
 
@@ -24,7 +25,7 @@ from turngate.core.decision import (
     INTENT_INVALID,
     POLICY_EVALUATION_ERROR,
     POLICY_INVALID_DECISION,
-    decide,
+    judge,
 )
 from turngate.core.events import Event
 from turngate.core.models import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
@@ -112,23 +113,21 @@ def redecide(
     recorded = recorded_verdict(stored)
     spec = stored.get("context_spec")
     prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
-    outcome = decide(intent, candidates, cfg, policy, prompt=prompt)
-    again = outcome.payload
-    if again["context_digest"] != stored.get("context_digest") or again["resolved_refs"] != list(
-        stored.get("resolved_refs") or []
-    ):
+    judged = judge(intent, candidates, cfg, policy, prompt)
+    built = judged.built
+    context_digest = built.context_digest if built else None
+    resolved = [ref.model_dump(mode="json") for ref in built.resolution.resolved_refs] if built else []
+    if context_digest != stored.get("context_digest") or resolved != list(stored.get("resolved_refs") or []):
         return Redecision(
             recorded=recorded,
             unreproducible="the recorded context digest or resolved refs do not recompute",
         )
-    error = again.get("error")
-    code = error.get("code") if isinstance(error, Mapping) else None
+    code = judged.error.get("code") if judged.error else None
     policy_error = None
     if code in _POLICY_ERRORS:
-        policy_error = {"code": POLICY_ERROR, "detail": str(error.get("detail"))}  # type: ignore[union-attr]
-    candidate = Verdict(decision=again["decision"], reason_codes=list(again["reason_codes"]))
-    ref_error = code is not None and code not in _POLICY_ERRORS
-    if candidate.decision == "ALLOW" and gated_after_policy(stored, ref_error):
+        policy_error = {"code": POLICY_ERROR, "detail": str(judged.error.get("detail"))}  # type: ignore[union-attr]
+    candidate = Verdict(decision=judged.decision.decision, reason_codes=list(judged.decision.reason_codes))
+    if candidate.decision == "ALLOW" and gated_after_policy(stored, ref_error=built is None):
         candidate = recorded
     return Redecision(
         recorded=recorded,

@@ -78,6 +78,13 @@ class TurngateMetrics:
             ["provider", "direction"],
             registry=r,
         )
+        self.shadow_decisions = Counter(
+            "turngate_shadow_decisions",
+            "Shadow policy decisions, by policy and whether they agree with the recorded "
+            "ALLOW/DENY (agreement: agree, disagree).",
+            ["policy_id", "policy_version", "agreement"],
+            registry=r,
+        )
         self.verify_failures = Counter(
             "turngate_verify_failures", "Ledger verification failures, by finding kind.", ["kind"], registry=r
         )
@@ -97,6 +104,16 @@ class TurngateMetrics:
 
     def record_decision(self, decision: str) -> None:
         self.turns.labels(decision=decision).inc()
+
+    def record_shadows(self, decision: str, shadows: Any) -> None:
+        """Count each shadow entry of a DECISION as agreeing with ``decision`` or not."""
+        for entry in shadows if isinstance(shadows, list) else []:
+            if isinstance(entry, Mapping):
+                self.shadow_decisions.labels(
+                    policy_id=str(entry.get("policy_id")),
+                    policy_version=str(entry.get("policy_version")),
+                    agreement="agree" if entry.get("decision") == decision else "disagree",
+                ).inc()
 
     def observe_provider_call(
         self,
@@ -120,6 +137,7 @@ class TurngateMetrics:
         payload = event.payload if isinstance(event.payload, Mapping) else {}
         if str(event.kind) == "DECISION" and payload.get("decision"):
             self.record_decision(str(payload["decision"]))
+            self.record_shadows(str(payload["decision"]), payload.get("shadow"))
         with self._ledger_lock:
             if event.index + 1 > self._ledger_seen:
                 self._ledger_seen = event.index + 1

@@ -61,11 +61,10 @@ async def running_worker(
     await ensure_search_attributes(client, settings.temporal_namespace)
     store = LedgerStore(settings.effective_ledger_url)
     try:  # a changed policy that kept its version must not decide under the old name
-        guard_policy_version(
-            store,
-            load_policy(settings.policy_module, settings.policy_object),
-            refuse=settings.policy_version_check == "refuse",
-        )
+        for policy in [load_policy(settings.policy_module, settings.policy_object)] + [
+            load_policy(name) for name in settings.shadow_policies
+        ]:
+            guard_policy_version(store, policy, refuse=settings.policy_version_check == "refuse")
     except BaseException:
         store.close()
         raise

@@ -57,6 +57,7 @@ class Boundary(_Model):
     budget_tokens: int = 100_000
     token_estimator: str = "chars/3"  # the estimator in effect on the worker (after any fallback)
     prompt_config: dict[str, Any] | None = None
+    shadow_policies: tuple[str, ...] = ()  # module:object of each shadow policy (docs/POLICIES.md)
 
 
 class ExternalRefsInput(_Model):

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.prompts import PromptConfig, SystemPrompt, build_system_prompt, parse_prompt_config
     from turngate.core.refs import RefResolutionError, external_refs_of, ref_lookup_ids
     from turngate.core.safety import check_output
+    from turngate.core.shadow import with_shadows
     from turngate.core.tools import (
         ToolSpec,
         admit_tool_calls,
@@ -284,6 +285,10 @@ class TurnWorkflow:
             execution=extra,
             prompt=pinned,
         )
+        if boundary.shadow_policies:  # recorded beside the decision, never deciding
+            with workflow.unsafe.imports_passed_through():
+                shadows = [load_policy(name) for name in boundary.shadow_policies]
+            outcome = with_shadows(outcome, shadows)
         if begin.prompt_error is not None:
             payload = dict(outcome.payload)
             payload.update(
