@@ -30,6 +30,7 @@ from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError
 from turngate.audit.verify import iter_pointers, parse_pointer
 from turngate.core.events import Event
+from turngate.core.shadow import shadow_agreements
 from turngate.ledger.schema import events, index_column
 from turngate.ledger.store import event_from_row
 from turngate.workflows.shared import turn_workflow_id
@@ -341,6 +342,11 @@ def turn_summary(state: ApiState, turn: Sequence[Event]) -> dict[str, Any]:
             "model_id": p.get("resolved_model_id"),
             "context_digest": p.get("context_digest"),
             "error_code": error.get("code") if error else None,
+            "shadow_disagreements": [
+                {k: entry.get(k) for k in ("policy_id", "policy_version", "decision", "reason_codes")}
+                for entry, agrees in shadow_agreements(p)
+                if not agrees
+            ],
         }
     if execution is not None:
         p = execution.payload

@@ -43,6 +43,16 @@ def with_shadows(outcome: DecisionOutcome, shadows: Sequence[LoadedPolicy]) -> D
     return outcome.model_copy(update={"payload": outcome.payload | {SHADOW_KEY: entries}})
 
 
+def shadow_agreements(payload: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], bool]]:
+    """Each well-formed shadow entry of a DECISION payload, and whether its ALLOW/DENY is the
+    DECISION's (what the metrics count and the UI marks)."""
+    entries = payload.get(SHADOW_KEY)
+    if not isinstance(entries, list):
+        return []
+    decision = payload.get("decision")
+    return [(entry, entry.get("decision") == decision) for entry in entries if isinstance(entry, Mapping)]
+
+
 def shadow_problems(
     stored: Mapping[str, Any],
     policy_input: PolicyInput | None,

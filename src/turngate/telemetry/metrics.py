@@ -31,6 +31,8 @@ from prometheus_client import (
     start_http_server,
 )
 
+from turngate.core.shadow import shadow_agreements
+
 log = logging.getLogger(__name__)
 
 WORKER_METRICS_ENV = "TURNGATE_WORKER_METRICS_BIND"
@@ -105,15 +107,14 @@ class TurngateMetrics:
     def record_decision(self, decision: str) -> None:
         self.turns.labels(decision=decision).inc()
 
-    def record_shadows(self, decision: str, shadows: Any) -> None:
-        """Count each shadow entry of a DECISION as agreeing with ``decision`` or not."""
-        for entry in shadows if isinstance(shadows, list) else []:
-            if isinstance(entry, Mapping):
-                self.shadow_decisions.labels(
-                    policy_id=str(entry.get("policy_id")),
-                    policy_version=str(entry.get("policy_version")),
-                    agreement="agree" if entry.get("decision") == decision else "disagree",
-                ).inc()
+    def record_shadows(self, payload: Mapping[str, Any]) -> None:
+        """Count each shadow entry of a DECISION payload as agreeing with its ALLOW/DENY or not."""
+        for entry, agrees in shadow_agreements(payload):
+            self.shadow_decisions.labels(
+                policy_id=str(entry.get("policy_id")),
+                policy_version=str(entry.get("policy_version")),
+                agreement="agree" if agrees else "disagree",
+            ).inc()
 
     def observe_provider_call(
         self,
@@ -137,7 +138,7 @@ class TurngateMetrics:
         payload = event.payload if isinstance(event.payload, Mapping) else {}
         if str(event.kind) == "DECISION" and payload.get("decision"):
             self.record_decision(str(payload["decision"]))
-            self.record_shadows(str(payload["decision"]), payload.get("shadow"))
+            self.record_shadows(payload)
         with self._ledger_lock:
             if event.index + 1 > self._ledger_seen:
                 self._ledger_seen = event.index + 1
