@@ -15,6 +15,10 @@ reads none). The candidate is then, in a fresh process (so the peak RSS is what-
     .venv/bin/python bench/whatif.py --turns 10000 --runs 3   # a quicker one, three runs
     .venv/bin/python bench/whatif.py --turns 20000 --workers 1
     .venv/bin/python bench/whatif.py --turns 20000 --candidate deny_all
+    .venv/bin/python bench/whatif.py --keep /tmp/ledger-100k   # builds once; later runs reuse it
+
+Besides wall time it reports CPU seconds (this process and its forked workers): the machine may
+be shared, and wall time then says more about the neighbours than about what-if.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ def whatif_step(workdir: Path, candidate: str, workers: int | None) -> dict[str,
     from turngate.policy_lifecycle.whatif import run_whatif
 
     store = LedgerStore(_url(workdir))
+    cpu_before = _cpu_seconds()
     try:
         report = run_whatif(
             store,
@@ -78,7 +83,10 @@ def whatif_step(workdir: Path, candidate: str, workers: int | None) -> dict[str,
         )
     finally:
         store.close()
+    cpu = _cpu_seconds() - cpu_before
     return {
+        "cpu_s": round(cpu, 2),
+        "decisions_per_cpu_s": round(report.checked / max(cpu, 1e-9)),
         "checked": report.checked,
         "flipped": len(report.flipped),
         "unreproducible": report.unreproducible,
@@ -87,6 +95,13 @@ def whatif_step(workdir: Path, candidate: str, workers: int | None) -> dict[str,
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "peak_rss_workers_mb": round(peak_rss_mb(resource.RUSAGE_CHILDREN), 1),
     }
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the forked range workers): on a
+    shared machine wall time depends on the neighbours, CPU time much less."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _child(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -121,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="turngate-bench-whatif-"))
     try:
-        started = time.perf_counter()
-        result = _child("--step", "build", "--dir", str(workdir), "--turns", str(args.turns))
-        result["build_wall_s"] = round(time.perf_counter() - started, 1)
+        if (workdir / "ledger.sqlite3").exists():  # --keep of an earlier run: measure it again
+            result = {"turns": args.turns, "events": None, "reused_ledger": True}
+        else:
+            started = time.perf_counter()
+            result = _child("--step", "build", "--dir", str(workdir), "--turns", str(args.turns))
+            result["build_wall_s"] = round(time.perf_counter() - started, 1)
         step = ["--step", "whatif", "--dir", str(workdir), "--candidate", args.candidate]
         step += ["--workers", str(args.workers)] if args.workers else []
         env = {"TURNGATE_POLICY_MAX_USER_MESSAGES": args.limit}
@@ -136,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         "runs_s": [run["whatif_s"] for run in runs],
         "median_s": statistics.median(run["whatif_s"] for run in runs),
         "median_decisions_per_s": round(statistics.median(run["decisions_per_s"] for run in runs)),
+        "median_cpu_s": statistics.median(run["cpu_s"] for run in runs),
+        "median_decisions_per_cpu_s": round(statistics.median(run["decisions_per_cpu_s"] for run in runs)),
         "checked": runs[-1]["checked"],
         "flipped": runs[-1]["flipped"],
         "unreproducible": runs[-1]["unreproducible"],
@@ -147,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
     else:
         print(
-            f"{result['turns']} recorded INTENTs ({result['events']} events): what-if with {args.candidate} "
-            f"in {result['runs_s']} s (median {result['median_s']} s, {result['median_decisions_per_s']}/s), "
+            f"{result['turns']} recorded INTENTs: what-if with {args.candidate} "
+            f"in {result['runs_s']} s (median {result['median_s']} s, {result['median_decisions_per_s']}/s; "
+            f"{result['median_cpu_s']} CPU s, {result['median_decisions_per_cpu_s']} per CPU s), "
             f"{result['checked']} checked, {result['flipped']} flipped; peak RSS {result['peak_rss_mb']} MB "
             f"(second process {result['peak_rss_workers_mb']} MB); target {target:.1f} s: "
             + ("met" if result["median_s"] <= target else "MISSED")

@@ -12,11 +12,14 @@ import os
 import sys
 import time
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from turngate.policy_lifecycle.history import PolicyHistory, policy_history
 from turngate.policy_lifecycle.whatif import WhatIfQuery, WhatIfReport, run_whatif
 from turngate.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from turngate.ledger import LedgerStore
 
 EXIT_OK = 0
 EXIT_CHANGED = 1
@@ -55,6 +58,17 @@ class TerminalProgress:
         if done >= total:
             self._err.write("\n")
         self._err.flush()
+
+
+def _open_ledger(url: str, err: TextIO, label: str) -> LedgerStore | None:
+    """The ledger at ``url``, or None after saying on ``err`` why it cannot be opened."""
+    from turngate.ledger import LedgerError, LedgerStore
+
+    try:
+        return LedgerStore(url)
+    except LedgerError as exc:
+        err.write(f"{label}: cannot open the ledger: {exc}\n")
+        return None
 
 
 def _verdict(decision: str, codes: list[str]) -> str:
@@ -106,7 +120,7 @@ def whatif_command(
     """`turngate policy whatif --module M ...`: 0 nothing changes, 1 something does, 2 error."""
     from turngate.core.context import ContextConfigError, load_context_config
     from turngate.core.policy import PolicyLoadError, load_policy
-    from turngate.ledger import LedgerError, LedgerStore
+    from turngate.ledger import LedgerError
 
     if not module.strip():
         err.write("policy whatif: --module must name a policy module\n")
@@ -117,10 +131,8 @@ def whatif_command(
     except (PolicyLoadError, ContextConfigError) as exc:
         err.write(f"policy whatif: {exc}\n")
         return EXIT_ERROR
-    try:
-        store = LedgerStore(ledger_url or settings.effective_ledger_url)
-    except LedgerError as exc:
-        err.write(f"policy whatif: cannot open the ledger: {exc}\n")
+    store = _open_ledger(ledger_url or settings.effective_ledger_url, err, "policy whatif")
+    if store is None:
         return EXIT_ERROR
     try:
         report = run_whatif(
@@ -157,12 +169,10 @@ def history_command(
     settings: Settings, *, as_json: bool, out: TextIO, err: TextIO, ledger_url: str | None = None
 ) -> int:
     """`turngate policy history`: 0, or 2 when the ledger cannot be read."""
-    from turngate.ledger import LedgerError, LedgerStore
+    from turngate.ledger import LedgerError
 
-    try:
-        store = LedgerStore(ledger_url or settings.effective_ledger_url)
-    except LedgerError as exc:
-        err.write(f"policy history: cannot open the ledger: {exc}\n")
+    store = _open_ledger(ledger_url or settings.effective_ledger_url, err, "policy history")
+    if store is None:
         return EXIT_ERROR
     try:
         history = policy_history(store)

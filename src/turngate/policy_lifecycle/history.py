@@ -47,6 +47,21 @@ class PolicyVersion(BaseModel):
     #: "ALLOW" / "DENY" -> reason code -> count
     reasons: dict[str, dict[str, int]] = Field(default_factory=dict)
 
+    @classmethod
+    def first_seen(cls, role: Role, identity: tuple[str, str, str], row: Mapping[str, Any]) -> PolicyVersion:
+        """The version as the DECISION ``row`` (index, created_at) first shows it."""
+        at, index = str(row["created_at"]), int(row["index"])
+        return cls(
+            role=role,
+            policy_id=identity[0],
+            policy_version=identity[1],
+            config_digest=identity[2],
+            first_at=at,
+            last_at=at,
+            first_index=index,
+            last_index=index,
+        )
+
 
 class PolicyHistory(BaseModel):
     versions: list[PolicyVersion]
@@ -104,16 +119,7 @@ def policy_history(store: LedgerStore, *, tenant_id: str | None = None) -> Polic
                 key = (role, identity)
                 entry = found.get(key)
                 if entry is None:
-                    entry = found[key] = PolicyVersion(
-                        role=role,
-                        policy_id=identity[0],
-                        policy_version=identity[1],
-                        config_digest=identity[2],
-                        first_at=at,
-                        last_at=at,
-                        first_index=index,
-                        last_index=index,
-                    )
+                    entry = found[key] = PolicyVersion.first_seen(role, identity, row)
                     counts[key] = Counter()
                 entry.decisions += 1
                 entry.last_at, entry.last_index = at, index
@@ -157,17 +163,7 @@ def version_conflict(store: LedgerStore, policy: LoadedPolicy) -> PolicyVersion 
                 continue
             for role, identity, _verdict in recorded_policies(payload):
                 if identity[:2] == wanted and identity[2] != policy.config_digest:
-                    at = str(row["created_at"])
-                    return PolicyVersion(
-                        role=role,
-                        policy_id=identity[0],
-                        policy_version=identity[1],
-                        config_digest=identity[2],
-                        first_at=at,
-                        last_at=at,
-                        first_index=int(row["index"]),
-                        last_index=int(row["index"]),
-                    )
+                    return PolicyVersion.first_seen(role, identity, row)
     return None
 
 
