@@ -39,6 +39,8 @@ async def record_thread(settings: Settings, turns: int = TURNS) -> list[dict[str
             assert response.status_code == 202, response.text
             decisions.append(response.json()["decision"]["payload"])
             assert decisions[-1]["decision"] == "ALLOW"
+            # Without shadow policies a DECISION has no `shadow` key at all.
+            assert ("shadow" in decisions[-1]) == bool(settings.shadow_policies)
     return decisions
 
 

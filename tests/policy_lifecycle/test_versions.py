@@ -81,3 +81,10 @@ async def test_history_lists_the_recorded_policy_with_its_counts(thread_ledger) 
     assert version["first_at"] <= version["last_at"]
     text = run_turngate("policy", "history", "--ledger-url", thread_ledger.effective_ledger_url)
     assert "ACTIVE turngate.allow_all v1" in text.stdout
+
+
+async def test_a_shadow_policy_is_guarded_too(thread_ledger) -> None:
+    settings = thread_ledger.model_copy(update={"shadow_policy_module": CHANGED})
+    with pytest.raises(PolicyVersionConflictError, match=r"turngate\.allow_all"):
+        async with running_worker(settings):
+            pass
