@@ -38,6 +38,8 @@ from turngate.ledger.store import is_sqlite_memory
 BATCH_SIZE = 500
 #: Below this many DECISIONs in scope one process does it all (forking costs more than it saves).
 PARALLEL_MIN_DECISIONS = 2_000
+#: Distinct (decision, reason codes) pairs a part shares between its flips.
+SHARED_VERDICTS = 1_000
 #: Unreproducible turns listed by correlation id (all are counted).
 LISTED_UNREPRODUCIBLE = 100
 
@@ -131,6 +133,15 @@ class _Part:
     config_unknown: int = 0
     unreproducible: int = 0
     unreproducible_ids: list[str] = field(default_factory=list)
+    # One Verdict object per distinct (decision, reasons): a report of many flips shares them
+    # (and so does its pickle from a forked process).
+    verdicts: dict[tuple[str, tuple[str, ...]], Verdict] = field(default_factory=dict)
+
+    def shared(self, verdict: Verdict) -> Verdict:
+        key = (verdict.decision, tuple(verdict.reason_codes))
+        if key not in self.verdicts and len(self.verdicts) >= SHARED_VERDICTS:
+            return verdict
+        return self.verdicts.setdefault(key, verdict)
 
     def note_unreproducible(self, correlation_id: str) -> None:
         self.unreproducible += 1
@@ -220,8 +231,8 @@ def _run_batch(
                     turn_id=intent.turn_id,
                     index=index,
                     change=again.change,
-                    recorded=again.recorded,
-                    candidate=again.candidate,
+                    recorded=part.shared(again.recorded),
+                    candidate=part.shared(again.candidate),
                     error=again.error,
                 )
             )
