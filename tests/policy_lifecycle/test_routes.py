@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.security.conftest import bearer, make_key
 from tests.stack import running_stack
 
 MAX_USER = "turngate.policies.max_user_messages"
@@ -41,3 +42,27 @@ async def test_only_allow_listed_policies_run(thread_ledger) -> None:
             "/policy/whatif", json={"module": MAX_USER, "since": "2030-01-02", "until": "2030-01-01"}
         )
         assert backwards.status_code == 422
+
+
+async def test_keys_admin_only_and_a_tenant_key_sees_its_tenant(thread_ledger) -> None:
+    # The thread was recorded without authentication (no tenant): an operator key ('*') sees it,
+    # an admin key of tenant acme sees none of it, a snapshot reader may not run a what-if.
+    settings = thread_ledger.model_copy(update={"auth_mode": "keys"})
+    operator = make_key(settings, "*", "admin")
+    acme = make_key(settings, "acme", "admin")
+    reader = make_key(settings, "*", "snapshot.read")
+    body = {"module": MAX_USER}
+    async with running_stack(settings, worker=False) as stack:
+        everyone = await stack.http.post("/policy/whatif", json=body, headers=bearer(operator))
+        assert everyone.status_code == 200 and everyone.json()["checked"] == 7
+        scoped = await stack.http.post("/policy/whatif", json=body, headers=bearer(acme))
+        assert scoped.status_code == 200 and scoped.json()["checked"] == 0
+        assert scoped.json()["query"]["tenant_id"] == "acme"
+        other = await stack.http.post(
+            "/policy/whatif", json=body | {"tenant_id": "globex"}, headers=bearer(acme)
+        )
+        assert other.status_code == 403 and other.json()["reason_code"] == "auth.forbidden"
+        refused = await stack.http.post("/policy/whatif", json=body, headers=bearer(reader))
+        assert refused.status_code == 403
+        history = await stack.http.get("/policy/history", headers=bearer(acme))
+        assert history.json()["versions"] == []
