@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
 from pydantic import BaseModel, Field
 from sqlalchemy import ColumnElement, Select, and_, func, select
@@ -25,7 +26,14 @@ from sqlalchemy.engine import Connection
 
 from turngate.audit.gc_passes import with_fewer_gc_passes
 from turngate.audit.verify import config_map, event_from, read_candidates, stored_config_digest
-from turngate.audit.verify_parallel import can_fork, run_forked, shared_counters, usable_cores
+from turngate.audit.verify_parallel import (
+    Range,
+    RangeBoard,
+    can_fork,
+    run_forked,
+    shared_counters,
+    usable_cores,
+)
 from turngate.core.context import ContextConfig
 from turngate.core.events import Event, EventKind
 from turngate.core.policy import LoadedPolicy
@@ -166,12 +174,16 @@ def _run_part(
     bound: _Bound,
     batch_size: int,
     progress: Callable[[int], None] | None,
+    claim: Callable[[int], int] | None = None,
 ) -> _Part:
+    """The DECISIONs of one index range, batch by batch in one read transaction. ``claim(last)``
+    (a :class:`RangeBoard` range) returns how far this range still reaches before a batch is
+    decided: another process may have taken its upper end."""
     part = _Part()
     low, high = bound
     with store.read_connection("policy whatif") as conn:
         after = low - 1
-        while True:
+        while after < high:
             statement: Select[tuple[object, ...]] = (
                 select(events)
                 .where(*conditions, and_(index_column > after, index_column <= high))
@@ -181,7 +193,10 @@ def _run_part(
             rows = [dict(row) for row in conn.execute(statement).mappings()]
             if not rows:
                 break
-            after = int(rows[-1]["index"])
+            after = int(rows[-1]["index"])  # type: ignore[call-overload]
+            if claim is not None:
+                high = claim(after)
+                rows = [row for row in rows if int(row["index"]) <= high]  # type: ignore[call-overload]
             _run_batch(conn, rows, policy, configs, part)
             if progress is not None:
                 progress(part.checked + part.config_unknown + part.unreproducible)
@@ -297,30 +312,52 @@ def run_whatif(
         bounds = _split(conn, conditions, _process_count(store, total, workers))
     done: MutableSequence[int] = shared_counters(len(bounds)) if len(bounds) > 1 else [0]
 
-    def progress_of(slot: int) -> Callable[[int], None]:
+    def progress_of(owner: int, before: int = 0) -> Callable[[int], None]:
         def note(count: int) -> None:
-            done[slot] = count
-            if slot == 0 and progress is not None:
+            done[owner] = before + count
+            if owner == 0 and progress is not None:
                 progress(sum(done), total)
 
         return note
 
-    def run(slot: int) -> _Part:
-        return _run_part(store, policy, configs, conditions, bounds[slot], batch_size, progress_of(slot))
-
-    def run_forked_child(slot: int) -> _Part:
-        store.engine.dispose(close=False)  # a forked child must not touch the parent's pool
-        return run(slot)
+    def run(
+        bound: _Bound, owner: int = 0, claim: Callable[[int], int] | None = None, before: int = 0
+    ) -> _Part:
+        return _run_part(
+            store, policy, configs, conditions, bound, batch_size, progress_of(owner, before), claim
+        )
 
     parts: list[_Part] = []
     if len(bounds) == 1:
-        parts.append(run(0))
+        parts.append(run(bounds[0]))
     elif bounds:
-        jobs = [lambda slot=slot: run_forked_child(slot) for slot in range(1, len(bounds))]
-        mine, theirs = run_forked(lambda: run(0), jobs)
-        parts.append(mine)
-        for slot, result in enumerate(theirs, start=1):
-            parts.append(result if result is not None else run(slot))  # a crash never loses a turn
+        # Ranges handed out and rebalanced between the processes, as verify does: a process that
+        # is done takes the upper half of the largest range left.
+        board = RangeBoard(bounds, min_steal=batch_size)
+
+        def run_owner(owner: int) -> list[_Part]:
+            mine: list[_Part] = []
+            taken: Range | None = board.first(owner)
+            while taken is not None:
+                slot, low, high = taken
+                before = sum(p.checked + p.config_unknown + p.unreproducible for p in mine)
+                mine.append(run((low or 0, high), owner, partial(board.claim, slot), before))
+                board.finish(slot)
+                taken = board.steal(owner)
+            return mine
+
+        def run_forked_child(owner: int) -> list[_Part]:
+            store.engine.dispose(close=False)  # a forked child must not touch the parent's pool
+            return run_owner(owner)
+
+        jobs = [lambda owner=owner: run_forked_child(owner) for owner in range(1, len(bounds))]
+        mine, theirs = run_forked(lambda: run_owner(0), jobs)
+        parts.extend(mine)
+        for owner, result in enumerate(theirs, start=1):
+            if result is not None:
+                parts.extend(result)
+            else:  # a crash never loses a turn: its ranges are decided here, whole
+                parts.extend(run((low or 0, high)) for _slot, low, high in board.ranges_of(owner))
     report = _merge(policy, query, parts)
     report.duration_ms = int((time.perf_counter() - started) * 1000)
     if progress is not None:
