@@ -1,4 +1,4 @@
-"""`turngate` command line: dev | serve | worker | chat | config | verify | replay | gc.
+"""`turngate` command line: dev | serve | worker | chat | config | verify | replay | gc | policy.
 
 Every entry point ends with os._exit(code) after a clean shutdown: Temporal's Python SDK can
 crash at interpreter exit otherwise (sdk-python#300).
@@ -523,6 +523,9 @@ def build_parser() -> argparse.ArgumentParser:
     from turngate.cli_jobs import add_jobs_parsers
 
     add_jobs_parsers(sub)
+    from turngate.policy_lifecycle.commands import add_policy_parser
+
+    add_policy_parser(sub)
     return parser
 
 

@@ -64,6 +64,18 @@ class Settings(BaseSettings):
     policy_object: str = Field(
         "POLICY", validation_alias=_alias("TURNGATE_POLICY_OBJECT", "DBL_GATEWAY_POLICY_OBJECT")
     )
+    # A worker whose policy id+version the ledger recorded with another config digest: "refuse"
+    # to start (default: a changed policy must change its version) or "warn" and start.
+    policy_version_check: Literal["refuse", "warn"] = Field(
+        "refuse", validation_alias=_alias("TURNGATE_POLICY_VERSION_CHECK")
+    )
+    # Shadow policies (docs/POLICIES.md): comma-separated modules (or module:object), evaluated
+    # beside the active policy and recorded in the DECISION's `shadow` field; never decide.
+    shadow_policy_module: str | None = Field(None, validation_alias=_alias("TURNGATE_SHADOW_POLICY_MODULE"))
+    shadow_policy_object: str = Field("POLICY", validation_alias=_alias("TURNGATE_SHADOW_POLICY_OBJECT"))
+    # Policies `POST /policy/whatif` may run, besides the built-in ones and the configured active
+    # and shadow policies: comma-separated modules (or module:object) installed on the server.
+    whatif_policies: str | None = Field(None, validation_alias=_alias("TURNGATE_WHATIF_POLICIES"))
     context_config_path: Path | None = Field(
         None, validation_alias=_alias("TURNGATE_CONTEXT_CONFIG", "DBL_GATEWAY_CONTEXT_CONFIG")
     )
@@ -194,6 +206,18 @@ class Settings(BaseSettings):
     @property
     def effective_token_bus_url(self) -> str:
         return self.token_bus_url or f"sqlite:///{(self.data_dir / 'stream.sqlite3').as_posix()}"
+
+    @property
+    def shadow_policies(self) -> tuple[str, ...]:
+        """Each shadow policy as ``module:object`` (the object defaults to TURNGATE_SHADOW_POLICY_OBJECT)."""
+        return tuple(
+            name if ":" in name else f"{name}:{self.shadow_policy_object}"
+            for name in _csv(self.shadow_policy_module)
+        )
+
+    @property
+    def whatif_policy_names(self) -> tuple[str, ...]:
+        return _csv(self.whatif_policies)
 
     @property
     def openai_models(self) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from turngate.api.ui import mount_ui
 from turngate.api.watcher import LedgerWatcher
 from turngate.artifacts import open_artifact_store
 from turngate.ledger import LedgerStore
+from turngate.policy_lifecycle import routes as policy_routes
 from turngate.security.auth import Authenticator, AuthError, authorize
 from turngate.security.keys import KeyStore
 from turngate.security.limits import open_limits
@@ -99,6 +100,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(observe.router)
     app.include_router(stream.router)
     app.include_router(jobs.router)
+    app.include_router(policy_routes.router)
     app.include_router(metrics_router(metrics))
     mount_codec(app, settings)
     mount_ui(app)

@@ -34,6 +34,7 @@ from turngate.audit.verify import parse_pointer
 from turngate.core.events import Event
 from turngate.core.manifest import ArtifactPointer
 from turngate.core.pointers import server_pointers
+from turngate.core.shadow import shadow_agreements
 from turngate.ledger.schema import events, index_column
 from turngate.ledger.store import event_from_row
 from turngate.security.auth import request_principal
@@ -348,6 +349,11 @@ def turn_summary(state: ApiState, turn: Sequence[Event]) -> dict[str, Any]:
             "model_id": p.get("resolved_model_id"),
             "context_digest": p.get("context_digest"),
             "error_code": error.get("code") if error else None,
+            "shadow_disagreements": [
+                {k: entry.get(k) for k in ("policy_id", "policy_version", "decision", "reason_codes")}
+                for entry, agrees in shadow_agreements(p)
+                if not agrees
+            ],
         }
     if execution is not None:
         p = execution.payload

@@ -65,6 +65,7 @@ from turngate.audit.verify_parallel import (
     shared_counters,
     usable_cores,
 )
+from turngate.audit.verify_shadow import verify_shadows
 from turngate.core.canonical import digest_bytes
 from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.decision import verify_decision
@@ -752,7 +753,11 @@ class _Audit:
         self.checked_decisions += 1
         candidates = found.candidates.get(cid, [])
         problems = verify_decision_reusing(payload, intent, candidates, cfg, self.digests)
-        if problems and cid in found.candidates:
+        if not problems:  # its inputs verified: the shadow policies' entries are recomputed on them
+            for problem in verify_shadows(payload, intent, candidates, cfg):
+                self.fail(AuditKind.DECISION_MISMATCH, index, cid, problem)
+            return
+        if cid in found.candidates:
             self.doubtful.append((index, cid, payload, intent, cfg, problems))
             return
         for problem in problems:

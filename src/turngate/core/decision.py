@@ -8,7 +8,7 @@ payload, so replay/verify recomputes it with :func:`recompute_decision_digests` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -48,6 +48,7 @@ DECISION_KEYS: frozenset[str] = frozenset(
         "normative_input_digests",
         "resolved_refs",
         "error",
+        "shadow",
     }
 )
 
@@ -112,9 +113,11 @@ def _payload(
     return payload
 
 
-def _evaluate(
+def evaluate_policy(
     policy: LoadedPolicy, policy_input: PolicyInput
 ) -> tuple[PolicyDecision, dict[str, Any] | None]:
+    """``policy``'s decision on ``policy_input``; a policy that raises or returns no decision
+    gives a DENY with the error (``policy.evaluation_error`` / ``policy.invalid_decision``)."""
     try:
         result = policy.evaluate(policy_input)
     except Exception as exc:
@@ -157,37 +160,21 @@ def decide(
     pinned prompt snapshot and profile digests) enters the context spec and so the digest.
     ``schema_version``: of the context spec (a replay uses the version the DECISION recorded).
     """
-    if intent.kind != EventKind.INTENT:
-        raise ValueError(f"decide needs an INTENT event, got {intent.kind}")
     config_digest = context_config_digest(cfg)
-    try:
-        built = build_context(intent, candidates, cfg, prompt, schema_version=schema_version)
-    except (RefResolutionError, InvalidIntentError) as exc:
-        if isinstance(exc, RefResolutionError):
-            error = exc.as_dict()
-        else:
-            error = {"code": INTENT_INVALID, "detail": str(exc), "ref_id": None}
-        payload = _payload(
-            decision=PolicyDecision.deny(error["code"]),
-            policy=policy,
-            config_digest=config_digest,
-            built=None,
-            error=error,
-            execution=execution,
-        )
-        return DecisionOutcome(allowed=False, payload=payload)
-
-    decision, error = _evaluate(policy, built.policy_input)
+    judged = judge(intent, candidates, cfg, policy, prompt, schema_version=schema_version)
+    built = judged.built
     payload = _payload(
-        decision=decision,
+        decision=judged.decision,
         policy=policy,
         config_digest=config_digest,
         built=built,
-        error=error,
+        error=judged.error,
         execution=execution,
     )
+    if built is None:
+        return DecisionOutcome(allowed=False, payload=payload)
     return DecisionOutcome(
-        allowed=decision.allowed,
+        allowed=judged.decision.allowed,
         payload=payload,
         resolution=built.resolution,
         context_spec=built.context_spec,
@@ -220,6 +207,48 @@ def stored_scope(stored: Mapping[str, Any]) -> StoredScope:
         if isinstance(external, list)
         else None,
     )
+
+
+class Judgement(NamedTuple):
+    """The decision part of :func:`decide`, before it is written up as a DECISION payload."""
+
+    built: ContextBuild | None  # None: a ref or INTENT error, the policy was not asked
+    decision: PolicyDecision
+    error: dict[str, Any] | None
+
+
+def judge(
+    intent: Event,
+    candidates: Sequence[Event],
+    cfg: ContextConfig,
+    policy: LoadedPolicy,
+    prompt: Mapping[str, Any] | None = None,
+    *,
+    schema_version: str = CONTEXT_SPEC_SCHEMA_VERSION,
+    external_resolved: Sequence[Mapping[str, Any]] | None = None,
+) -> Judgement:
+    """Resolve refs and ask the policy, as :func:`decide` does (it calls this), without building
+    the payload: what re-deciding recorded turns with another policy needs (with the recorded
+    ``schema_version`` and, for version 2, the recorded ``external_resolved``)."""
+    if intent.kind != EventKind.INTENT:
+        raise ValueError(f"decide needs an INTENT event, got {intent.kind}")
+    try:
+        built = build_context(
+            intent,
+            candidates,
+            cfg,
+            prompt,
+            schema_version=schema_version,
+            external_resolved=external_resolved,
+        )
+    except (RefResolutionError, InvalidIntentError) as exc:
+        if isinstance(exc, RefResolutionError):
+            error = exc.as_dict()
+        else:
+            error = {"code": INTENT_INVALID, "detail": str(exc), "ref_id": None}
+        return Judgement(None, PolicyDecision.deny(error["code"]), error)
+    decision, error = evaluate_policy(policy, built.policy_input)
+    return Judgement(built, decision, error)
 
 
 def recompute_decision_digests(

@@ -32,6 +32,9 @@ ROUTE_ROLES: dict[str, str] = {
     # Decrypts every prompt and answer in Temporal histories (the Temporal UI's codec server).
     "/codec/encode": ROLE_ADMIN,
     "/codec/decode": ROLE_ADMIN,
+    # The policy lifecycle (docs/POLICIES.md): runs installed policies over every tenant's turns.
+    "POST /policy/whatif": ROLE_ADMIN,
+    "/policy/history": ROLE_ADMIN,
 }
 
 #: JSON routes of the web UI (src/turngate/api/ui_api.py) read what /snapshot reads. Its static

@@ -34,6 +34,7 @@ from prometheus_client import (
 )
 
 from turngate import __version__
+from turngate.core.shadow import shadow_agreements
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,13 @@ class TurngateMetrics:
             ["provider", "direction"],
             registry=r,
         )
+        self.shadow_decisions = Counter(
+            "turngate_shadow_decisions",
+            "Shadow policy decisions, by policy and whether they agree with the recorded "
+            "ALLOW/DENY (agreement: agree, disagree).",
+            ["policy_id", "policy_version", "agreement"],
+            registry=r,
+        )
         self.verify_failures = Counter(
             "turngate_verify_failures", "Ledger verification failures, by finding kind.", ["kind"], registry=r
         )
@@ -123,6 +131,15 @@ class TurngateMetrics:
     def record_decision(self, decision: str) -> None:
         self.turns.labels(decision=decision).inc()
 
+    def record_shadows(self, payload: Mapping[str, Any]) -> None:
+        """Count each shadow entry of a DECISION payload as agreeing with its ALLOW/DENY or not."""
+        for entry, agrees in shadow_agreements(payload):
+            self.shadow_decisions.labels(
+                policy_id=str(entry.get("policy_id")),
+                policy_version=str(entry.get("policy_version")),
+                agreement="agree" if agrees else "disagree",
+            ).inc()
+
     def observe_provider_call(
         self,
         provider: str,
@@ -148,6 +165,7 @@ class TurngateMetrics:
             self.record_decision(decision)
             for code in payload.get("reason_codes") or ():
                 self.decision_reasons.labels(decision=decision, reason_code=str(code)).inc()
+            self.record_shadows(payload)
         with self._ledger_lock:
             if event.index + 1 > self._ledger_seen:
                 self._ledger_seen = event.index + 1

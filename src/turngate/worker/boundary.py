@@ -17,6 +17,8 @@ def load_boundary(settings: Settings) -> Boundary:
     """Load and validate config, policy and provider catalog; fail loudly before serving."""
     config = load_context_config(settings.context_config_path, os.environ)
     load_policy(settings.policy_module, settings.policy_object)  # import errors surface now
+    for name in settings.shadow_policies:
+        load_policy(name)
     prompts = load_prompt_config(settings.prompts_dir) if settings.prompts_dir else None
     return Boundary(
         policy_module=settings.policy_module,
@@ -31,4 +33,5 @@ def load_boundary(settings: Settings) -> Boundary:
         token_estimator=resolve_estimator(settings.token_estimator).name,
         prompt_config=prompts.model_dump(mode="json") if prompts else None,
         artifact_deadline_s=settings.artifact_deadline_s,
+        shadow_policies=settings.shadow_policies,
     )

@@ -22,11 +22,13 @@ from turngate.activities.external_refs import ExternalRefActivities
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
 from turngate.artifacts import open_artifact_store
+from turngate.core.policy import load_policy
 from turngate.core.prompts import parse_prompt_config
 from turngate.jobs.queues import job_concurrency, job_queues
 from turngate.jobs.registry import CaseRegistry
 from turngate.jobs.workers import job_workers
 from turngate.ledger import LedgerStore
+from turngate.policy_lifecycle.history import guard_policy_version
 from turngate.prompts.pins import PromptPins
 from turngate.providers.registry import build_providers, close_providers
 from turngate.security.workbench import WorkbenchConfig
@@ -61,6 +63,14 @@ async def running_worker(
     client = client or await connect(settings)
     await ensure_search_attributes(client)
     store = LedgerStore(settings.effective_ledger_url)
+    try:  # a changed policy that kept its version must not decide under the old name
+        for policy in [load_policy(settings.policy_module, settings.policy_object)] + [
+            load_policy(name) for name in settings.shadow_policies
+        ]:
+            guard_policy_version(store, policy, refuse=settings.policy_version_check == "refuse")
+    except BaseException:
+        store.close()
+        raise
     providers = build_providers(settings)
     artifacts = open_artifact_store(settings.effective_artifacts)
     pins = None

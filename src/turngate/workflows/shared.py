@@ -59,6 +59,7 @@ class Boundary(_Model):
     prompt_config: dict[str, Any] | None = None
     # Settings.artifact_deadline_s: one step's artifact writes end by then (SYSTEM_ERROR past it)
     artifact_deadline_s: float = 15.0
+    shadow_policies: tuple[str, ...] = ()  # module:object of each shadow policy (docs/POLICIES.md)
 
 
 class ExternalRefsInput(_Model):

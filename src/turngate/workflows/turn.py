@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.prompts import PromptConfig, SystemPrompt, build_system_prompt, parse_prompt_config
     from turngate.core.refs import RefResolutionError, external_refs_of, ref_lookup_ids
     from turngate.core.safety import check_output
+    from turngate.core.shadow import with_shadows
     from turngate.core.tools import (
         ToolSpec,
         admit_tool_calls,
@@ -316,6 +317,10 @@ class TurnWorkflow:
             prompt=pinned,
             schema_version=spec_version,
         )
+        if boundary.shadow_policies:  # recorded beside the decision, never deciding
+            with workflow.unsafe.imports_passed_through():
+                shadows = [load_policy(name) for name in boundary.shadow_policies]
+            outcome = with_shadows(outcome, shadows)
         if begin.prompt_error is not None and outcome.allowed:
             # Only an allowed turn needs its prompt; an earlier DENY (a ref error, the policy)
             # keeps its own reason and error, which verify recomputes.

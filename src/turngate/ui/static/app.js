@@ -3,6 +3,8 @@
 // key is empty: unauthenticated dev mode). /tail is read with fetch() + ReadableStream (not
 // EventSource) so that the header can be sent. All data is rendered with textContent, never HTML.
 
+import { policiesView } from "./policies.js";
+
 const KEY_STORAGE = "turngate.apiKey";
 const TURNS_PAGE = 50;
 const THREADS_PAGE = 50;
@@ -360,6 +362,7 @@ async function route() {
     else if (section === "thread" && id) await threadView(id, params);
     else if (section === "turn" && id) await turnView(id);
     else if (section === "jobs") await jobsView();
+    else if (section === "policies") await policiesView(policyUi());
     else await threadsView(params);
   } catch (error) {
     if (error.status === 401) return;
@@ -593,6 +596,18 @@ function stepDecision(turn) {
       ["model", d.provider ? `${d.provider} / ${d.model_id}` : "–"],
       ...(d.error_code ? [["error", d.error_code]] : []),
     ]),
+    shadowMark(d.shadow_disagreements || []),
+  );
+}
+
+// A shadow policy (recorded beside the decision, never deciding) that would have decided otherwise.
+function shadowMark(disagreements) {
+  if (!disagreements.length) return null;
+  return h(
+    "div",
+    { class: "shadow-disagrees" },
+    badge("pending", "shadow disagrees"),
+    disagreements.map((s) => h("p", null, `${s.policy_id} v${s.policy_version} would have decided `, decisionBadge(s.decision), " ", (s.reason_codes || []).map((code) => h("code", { class: "reason" }, code, " ")))),
   );
 }
 
@@ -1130,6 +1145,7 @@ async function turnView(correlationId) {
     crumbs(["Threads", "#/threads"], [`Thread ${turn.thread_id}`, `#/thread/${enc(turn.thread_id)}`], [`Turn ${correlationId}`, null]),
     h("h1", null, "Turn ", h("code", null, correlationId)),
     banner,
+    d ? shadowMark(d.shadow_disagreements || []) : null,
     h("p", { class: "hint" }, `thread ${turn.thread_id} · turn ${turn.turn_id}${turn.parent_turn_id ? ` · parent ${turn.parent_turn_id}` : ""} · actor ${turn.actor} · stream ${turn.stream_id} / ${turn.lane}`),
     workflow,
     eventsSection(turn, events, data.ledger),
@@ -1248,6 +1264,11 @@ async function jobsView() {
   } catch (error) {
     if (error.status !== 401) runtime.replaceChildren(errorBox(error));
   }
+}
+
+// The helpers the Policies view (policies.js) renders with.
+function policyUi() {
+  return { h, show, setNav, table, decisionBadge, digestEl, fmtTime, errorBox, enc, api, authHeaders, ApiError };
 }
 
 // --------------------------------------------------------------------------- start

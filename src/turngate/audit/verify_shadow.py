@@ -1,0 +1,66 @@
+"""Verify's check of a DECISION's ``shadow`` entries (:mod:`turngate.core.shadow`).
+
+A shadow entry is recomputed like the DECISION it sits in: the policy input is rebuilt from the
+stored INTENT and candidates (the context code the turn ran) and the shadow policy is evaluated
+again; its entry must come out the same. The policies verify can re-run are the configured
+shadow policies (``TURNGATE_SHADOW_POLICY_MODULE``), the configured active policy and the
+built-in ones, matched by (policy id, version, config digest). An entry of another policy is
+left as recorded: the hash chain still covers its bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from turngate.core.context import ContextConfig, build_context
+from turngate.core.events import Event
+from turngate.core.policy import InvalidIntentError, LoadedPolicy, PolicyLoadError, load_policy
+from turngate.core.refs import RefResolutionError
+from turngate.core.shadow import SHADOW_KEY, shadow_problems
+
+log = logging.getLogger(__name__)
+
+BUILT_IN_POLICIES = (
+    "turngate.policies.allow_all",
+    "turngate.policies.deny_all",
+    "turngate.policies.max_user_messages",
+)
+
+
+@lru_cache(maxsize=1)
+def known_policies() -> dict[tuple[str, str, str], LoadedPolicy]:
+    """(policy id, version, config digest) -> policy, for every policy verify can re-run here."""
+    from turngate.settings import load_settings
+
+    settings = load_settings()
+    names = [*BUILT_IN_POLICIES, *settings.shadow_policies]
+    if settings.policy_module:
+        names.append(f"{settings.policy_module}:{settings.policy_object}")
+    known: dict[tuple[str, str, str], LoadedPolicy] = {}
+    for name in names:
+        try:
+            policy = load_policy(name)
+        except PolicyLoadError as exc:  # the worker refuses to start with it; verify goes on
+            log.warning("verify cannot re-run shadow entries of %s: %s", name, exc)
+            continue
+        known.setdefault((policy.policy_id, policy.policy_version, policy.config_digest), policy)
+    return known
+
+
+def verify_shadows(
+    stored: Mapping[str, Any], intent: Event, candidates: Sequence[Event], cfg: ContextConfig
+) -> list[str]:
+    """Problems with ``stored``'s shadow entries (``[]`` without any)."""
+    if SHADOW_KEY not in stored:
+        return []
+    spec = stored.get("context_spec")
+    prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
+    try:
+        policy_input = build_context(intent, candidates, cfg, prompt).policy_input
+    except (RefResolutionError, InvalidIntentError):
+        policy_input = None
+    problems, _not_rerun = shadow_problems(stored, policy_input, known_policies())
+    return problems

@@ -1,0 +1,387 @@
+"""What-if over the ledger: every recorded DECISION in a selection, decided again by a candidate.
+
+The ledger's DECISIONs in scope are streamed in index order, ``batch_size`` at a time inside one
+read transaction. For each batch, their INTENTs are read in one query and the candidate events
+of the INTENTs' declared refs with :func:`turngate.audit.verify.read_candidates` (the rules the
+turn workflow's fetch applied, over the ledger as it was when each INTENT was recorded: the
+inputs verify recomputes DECISIONs on). Each turn is then decided again by
+:func:`turngate.core.whatif.redecide`. Only flips, errors and counts are kept: memory stays flat
+in the size of the ledger. A large selection is split into index ranges run in forked processes,
+as `turngate verify` does (:mod:`turngate.audit.verify_parallel`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, MutableSequence, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+
+from pydantic import BaseModel, Field
+from sqlalchemy import ColumnElement, Select, and_, func, select
+from sqlalchemy.engine import Connection
+
+from turngate.audit.gc_passes import with_fewer_gc_passes
+from turngate.audit.verify import config_map, event_from, read_candidates, stored_config_digest
+from turngate.audit.verify_parallel import (
+    Range,
+    RangeBoard,
+    can_fork,
+    run_forked,
+    shared_counters,
+    usable_cores,
+)
+from turngate.core.context import ContextConfig
+from turngate.core.events import Event, EventKind
+from turngate.core.policy import LoadedPolicy
+from turngate.core.whatif import Change, Verdict, redecide
+from turngate.ledger import LedgerStore
+from turngate.ledger.schema import events, index_column
+from turngate.ledger.store import is_sqlite_memory
+
+#: DECISIONs per batch (one INTENT query and three candidate key lookups each).
+BATCH_SIZE = 500
+#: Below this many DECISIONs in scope one process does it all (forking costs more than it saves).
+PARALLEL_MIN_DECISIONS = 2_000
+#: Distinct (decision, reason codes) pairs a part shares between its flips.
+SHARED_VERDICTS = 1_000
+#: Unreproducible turns listed by correlation id (all are counted).
+LISTED_UNREPRODUCIBLE = 100
+
+ProgressFn = Callable[[int, int], None]
+
+
+class WhatIfQuery(BaseModel):
+    """Which recorded turns to decide again (every filter optional; all of them must hold)."""
+
+    thread_id: str | None = None
+    tenant_id: str | None = None
+    since: datetime | None = None  # DECISIONs recorded at or after this moment
+    until: datetime | None = None  # ... and at or before this one
+
+
+class Flip(BaseModel):
+    """One turn the candidate decides otherwise."""
+
+    correlation_id: str
+    thread_id: str
+    turn_id: str
+    index: int  # the DECISION's ledger index
+    change: Change
+    recorded: Verdict
+    candidate: Verdict
+    error: dict[str, str] | None = None
+
+
+class PolicyErrorItem(BaseModel):
+    """An INTENT on which the candidate raised (``policy.error``); the run went on."""
+
+    correlation_id: str
+    thread_id: str
+    index: int
+    code: str
+    detail: str
+
+
+class WhatIfReport(BaseModel):
+    policy: dict[str, str]
+    query: WhatIfQuery
+    checked: int = 0
+    flipped: list[Flip] = Field(default_factory=list)
+    #: candidate reason code -> how many flips carry it
+    by_reason: dict[str, int] = Field(default_factory=dict)
+    #: change -> how many turns
+    by_change: dict[str, int] = Field(default_factory=dict)
+    errors: list[PolicyErrorItem] = Field(default_factory=list)
+    #: DECISIONs made under a context config this process does not know (not decided again)
+    config_unknown: int = 0
+    #: DECISIONs whose recorded inputs did not recompute, or that have no INTENT before them
+    unreproducible: int = 0
+    unreproducible_ids: list[str] = Field(default_factory=list)
+    duration_ms: int = 0
+
+    @property
+    def decisions_per_s(self) -> float:
+        return self.checked / max(self.duration_ms / 1000, 1e-9)
+
+
+def _timestamp(moment: datetime) -> str:
+    """``moment`` as the ledger writes ``created_at`` (UTC, microseconds, ``Z``), so that text
+    comparison orders as time does."""
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _conditions(query: WhatIfQuery) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [events.c.kind == str(EventKind.DECISION)]
+    if query.thread_id is not None:
+        conditions.append(events.c.thread_id == query.thread_id)
+    if query.tenant_id is not None:
+        conditions.append(events.c.tenant_id == query.tenant_id)
+    if query.since is not None:
+        conditions.append(events.c.created_at >= _timestamp(query.since))
+    if query.until is not None:
+        conditions.append(events.c.created_at <= _timestamp(query.until))
+    return conditions
+
+
+_Bound = tuple[int, int]  # inclusive ledger index range
+
+
+@dataclass
+class _Part:
+    """What one index range found, in a form a child process can send back."""
+
+    checked: int = 0
+    flips: list[Flip] = field(default_factory=list)
+    errors: list[PolicyErrorItem] = field(default_factory=list)
+    config_unknown: int = 0
+    unreproducible: int = 0
+    unreproducible_ids: list[str] = field(default_factory=list)
+    # One Verdict object per distinct (decision, reasons): a report of many flips shares them
+    # (and so does its pickle from a forked process).
+    verdicts: dict[tuple[str, tuple[str, ...]], Verdict] = field(default_factory=dict)
+
+    def shared(self, verdict: Verdict) -> Verdict:
+        key = (verdict.decision, tuple(verdict.reason_codes))
+        if key not in self.verdicts and len(self.verdicts) >= SHARED_VERDICTS:
+            return verdict
+        return self.verdicts.setdefault(key, verdict)
+
+    def note_unreproducible(self, correlation_id: str) -> None:
+        self.unreproducible += 1
+        if len(self.unreproducible_ids) < LISTED_UNREPRODUCIBLE:
+            self.unreproducible_ids.append(correlation_id)
+
+
+def _intents(conn: Connection, correlation_ids: Sequence[str]) -> dict[str, Event]:
+    rows = conn.execute(
+        select(events).where(
+            events.c.kind == str(EventKind.INTENT), events.c.correlation_id.in_(list(correlation_ids))
+        )
+    ).mappings()
+    return {row["correlation_id"]: event_from(row, json.loads(row["payload"])) for row in rows}
+
+
+def _run_part(
+    store: LedgerStore,
+    policy: LoadedPolicy,
+    configs: dict[str, ContextConfig],
+    conditions: list[ColumnElement[bool]],
+    bound: _Bound,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+    claim: Callable[[int], int] | None = None,
+) -> _Part:
+    """The DECISIONs of one index range, batch by batch in one read transaction. ``claim(last)``
+    (a :class:`RangeBoard` range) returns how far this range still reaches before a batch is
+    decided: another process may have taken its upper end."""
+    part = _Part()
+    low, high = bound
+    with store.read_connection("policy whatif") as conn:
+        after = low - 1
+        while after < high:
+            statement: Select[tuple[object, ...]] = (
+                select(events)
+                .where(*conditions, and_(index_column > after, index_column <= high))
+                .order_by(index_column)
+                .limit(batch_size)
+            )
+            rows = [dict(row) for row in conn.execute(statement).mappings()]
+            if not rows:
+                break
+            after = int(rows[-1]["index"])  # type: ignore[call-overload]
+            if claim is not None:
+                high = claim(after)
+                rows = [row for row in rows if int(row["index"]) <= high]  # type: ignore[call-overload]
+            _run_batch(conn, rows, policy, configs, part)
+            if progress is not None:
+                progress(part.checked + part.config_unknown + part.unreproducible)
+    return part
+
+
+def _run_batch(
+    conn: Connection,
+    rows: Sequence[dict[str, object]],
+    policy: LoadedPolicy,
+    configs: dict[str, ContextConfig],
+    part: _Part,
+) -> None:
+    intents = _intents(conn, [str(row["correlation_id"]) for row in rows])
+    candidates = read_candidates(conn, list(intents.values()))
+    for row in rows:
+        cid, index = str(row["correlation_id"]), int(row["index"])  # type: ignore[call-overload]
+        stored = json.loads(str(row["payload"]))
+        intent = intents.get(cid)
+        if intent is None or intent.index >= index:
+            part.note_unreproducible(cid)
+            continue
+        cfg = configs.get(stored_config_digest(stored) or "")
+        if cfg is None:
+            part.config_unknown += 1
+            continue
+        again = redecide(stored, intent, candidates.get(cid, []), cfg, policy)
+        if again.unreproducible is not None or again.candidate is None:
+            part.note_unreproducible(cid)
+            continue
+        part.checked += 1
+        if again.error is not None:
+            part.errors.append(
+                PolicyErrorItem(
+                    correlation_id=cid,
+                    thread_id=intent.thread_id,
+                    index=index,
+                    code=again.error["code"],
+                    detail=again.error["detail"],
+                )
+            )
+        if again.change != Change.SAME:
+            part.flips.append(
+                Flip(
+                    correlation_id=cid,
+                    thread_id=intent.thread_id,
+                    turn_id=intent.turn_id,
+                    index=index,
+                    change=again.change,
+                    recorded=part.shared(again.recorded),
+                    candidate=part.shared(again.candidate),
+                    error=again.error,
+                )
+            )
+
+
+def _split(conn: Connection, conditions: list[ColumnElement[bool]], parts: int) -> list[_Bound]:
+    """``parts`` index ranges with about as many DECISIONs in scope each."""
+    count, low, high = conn.execute(
+        select(func.count(), func.min(index_column), func.max(index_column)).where(*conditions)
+    ).one()
+    if not count:
+        return []
+    starts = [int(low)]
+    for share in range(1, parts):
+        start = conn.execute(
+            select(index_column)
+            .where(*conditions)
+            .order_by(index_column)
+            .offset(share * int(count) // parts)
+            .limit(1)
+        ).scalar()
+        if start is not None and int(start) > starts[-1]:
+            starts.append(int(start))
+    highs = [start - 1 for start in starts[1:]] + [int(high)]
+    return list(zip(starts, highs, strict=True))
+
+
+def _process_count(store: LedgerStore, in_scope: int, workers: int | None) -> int:
+    wanted = workers if workers is not None else (usable_cores() if in_scope >= PARALLEL_MIN_DECISIONS else 1)
+    if wanted <= 1 or is_sqlite_memory(store.engine.url) or not can_fork():
+        return 1
+    return max(1, min(wanted, in_scope))
+
+
+@with_fewer_gc_passes
+def run_whatif(
+    store: LedgerStore,
+    policy: LoadedPolicy,
+    *,
+    context_config: ContextConfig,
+    query: WhatIfQuery | None = None,
+    known_configs: Sequence[ContextConfig] = (),
+    workers: int | None = None,
+    batch_size: int = BATCH_SIZE,
+    progress: ProgressFn | None = None,
+) -> WhatIfReport:
+    """Decide every recorded turn in ``query`` again with ``policy`` and report what changes.
+
+    A DECISION pinned to a context config other than ``context_config`` and ``known_configs``
+    is counted in ``config_unknown`` (its inputs cannot be rebuilt). ``progress(done, total)``
+    counts DECISIONs. ``workers``: processes (default: one per core for
+    :data:`PARALLEL_MIN_DECISIONS` DECISIONs or more, where forking is safe).
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    started = time.perf_counter()
+    query = query or WhatIfQuery()
+    conditions = _conditions(query)
+    configs = config_map(context_config, known_configs)
+    with store.read_connection("policy whatif") as conn:
+        total = int(conn.execute(select(func.count()).where(*conditions)).scalar() or 0)
+        bounds = _split(conn, conditions, _process_count(store, total, workers))
+    done: MutableSequence[int] = shared_counters(len(bounds)) if len(bounds) > 1 else [0]
+
+    def progress_of(owner: int, before: int = 0) -> Callable[[int], None]:
+        def note(count: int) -> None:
+            done[owner] = before + count
+            if owner == 0 and progress is not None:
+                progress(sum(done), total)
+
+        return note
+
+    def run(
+        bound: _Bound, owner: int = 0, claim: Callable[[int], int] | None = None, before: int = 0
+    ) -> _Part:
+        return _run_part(
+            store, policy, configs, conditions, bound, batch_size, progress_of(owner, before), claim
+        )
+
+    parts: list[_Part] = []
+    if len(bounds) == 1:
+        parts.append(run(bounds[0]))
+    elif bounds:
+        # Ranges handed out and rebalanced between the processes, as verify does: a process that
+        # is done takes the upper half of the largest range left.
+        board = RangeBoard(bounds, min_steal=batch_size)
+
+        def run_owner(owner: int) -> list[_Part]:
+            mine: list[_Part] = []
+            taken: Range | None = board.first(owner)
+            while taken is not None:
+                slot, low, high = taken
+                before = sum(p.checked + p.config_unknown + p.unreproducible for p in mine)
+                mine.append(run((low or 0, high), owner, partial(board.claim, slot), before))
+                board.finish(slot)
+                taken = board.steal(owner)
+            return mine
+
+        def run_forked_child(owner: int) -> list[_Part]:
+            store.engine.dispose(close=False)  # a forked child must not touch the parent's pool
+            return run_owner(owner)
+
+        jobs = [lambda owner=owner: run_forked_child(owner) for owner in range(1, len(bounds))]
+        mine, theirs = run_forked(lambda: run_owner(0), jobs)
+        parts.extend(mine)
+        for owner, result in enumerate(theirs, start=1):
+            if result is not None:
+                parts.extend(result)
+            else:  # a crash never loses a turn: its ranges are decided here, whole
+                parts.extend(run((low or 0, high)) for _slot, low, high in board.ranges_of(owner))
+    report = _merge(policy, query, parts)
+    report.duration_ms = int((time.perf_counter() - started) * 1000)
+    if progress is not None:
+        progress(total, total)
+    return report
+
+
+def _merge(policy: LoadedPolicy, query: WhatIfQuery, parts: Sequence[_Part]) -> WhatIfReport:
+    report = WhatIfReport(policy=policy.describe(), query=query)
+    by_reason: Counter[str] = Counter()
+    by_change: Counter[str] = Counter()
+    for part in parts:
+        report.checked += part.checked
+        report.flipped.extend(part.flips)
+        report.errors.extend(part.errors)
+        report.config_unknown += part.config_unknown
+        report.unreproducible += part.unreproducible
+        room = LISTED_UNREPRODUCIBLE - len(report.unreproducible_ids)
+        report.unreproducible_ids.extend(part.unreproducible_ids[: max(0, room)])
+        for flip in part.flips:
+            by_change[flip.change.value] += 1
+            by_reason.update(flip.candidate.reason_codes)
+    report.flipped.sort(key=lambda flip: flip.index)
+    report.errors.sort(key=lambda item: item.index)
+    report.by_reason = dict(sorted(by_reason.items()))
+    report.by_change = dict(sorted(by_change.items()))
+    return report
