@@ -16,6 +16,7 @@ from turngate import __version__
 from turngate.api import ingress, jobs, observe, stream
 from turngate.api.admission import TurnSlots
 from turngate.api.errors import error_response
+from turngate.api.openai_compat import routes as openai_routes
 from turngate.api.state import ApiState
 from turngate.api.ui import mount_ui
 from turngate.api.watcher import LedgerWatcher
@@ -96,6 +97,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(observe.router)
     app.include_router(stream.router)
     app.include_router(jobs.router)
+    app.include_router(openai_routes.router)
     app.include_router(metrics_router(metrics))
     mount_ui(app)
 
