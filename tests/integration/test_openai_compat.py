@@ -306,9 +306,22 @@ async def test_tools_round_trip(tmp_path, temporal_server, openai_fake) -> None:
         assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
-@pytest.mark.parametrize(("status", "error", "code"), [(429, openai.RateLimitError, "provider.rate_limited")])
+@pytest.mark.parametrize(
+    ("status", "error", "code", "retry_after"),
+    [
+        (429, openai.RateLimitError, "provider.rate_limited", "1"),
+        (503, openai.InternalServerError, "provider.overloaded", "1"),
+        (500, openai.InternalServerError, "provider.server_error", None),
+    ],
+)
 async def test_provider_errors_map_to_sdk_statuses(
-    tmp_path, temporal_server, openai_fake, status: int, error: type[Exception], code: str
+    tmp_path,
+    temporal_server,
+    openai_fake,
+    status: int,
+    error: type[Exception],
+    code: str,
+    retry_after: str | None,
 ) -> None:
     openai_fake.fail_next(status, retry_after="0", times=5)
     async with keyed_stack(fake_settings(tmp_path, temporal_server, openai_fake)) as stack:
@@ -318,4 +331,59 @@ async def test_provider_errors_map_to_sdk_statuses(
             )
         assert caught.value.status_code == status
         assert caught.value.code == code
+        assert caught.value.response.headers.get("retry-after") == retry_after
+        cid = caught.value.response.headers["x-turngate-correlation-id"]
+        recorded = (await turn_events(stack, cid))["EXECUTION"]["payload"]["error"]
+        assert recorded["code"] == code
+
+
+async def test_provider_timeout_is_503_with_retry_after(tmp_path, temporal_server, openai_fake) -> None:
+    openai_fake.delay_s = 10.0
+    settings = fake_settings(tmp_path, temporal_server, openai_fake, llm_wall_clock_s=1)
+    async with keyed_stack(settings) as stack:
+        with pytest.raises(openai.InternalServerError) as caught:
+            await async_sdk(stack).chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "slow"}]
+            )
+        assert caught.value.status_code == 503 and caught.value.code == "llm.timeout"
         assert caught.value.response.headers["retry-after"] == "1"
+
+
+async def test_streamed_deny_is_a_403_before_any_frame(tmp_path, temporal_server) -> None:
+    settings = make_settings(tmp_path, temporal_server.address, policy_module="turngate.policies.deny_all")
+    async with keyed_stack(settings) as stack:
+        client = sdk(stack)
+
+        def stream_it() -> list[Any]:
+            return list(
+                client.chat.completions.create(
+                    model="echo-1", messages=[{"role": "user", "content": "may I?"}], stream=True
+                )
+            )
+
+        with pytest.raises(openai.PermissionDeniedError) as caught:
+            await asyncio.to_thread(stream_it)
+        assert caught.value.code.startswith("policy.")
+
+
+async def test_sync_streaming(settings) -> None:
+    async with keyed_stack(settings) as stack:
+        client = sdk(stack)
+
+        def stream_it() -> str:
+            with client.chat.completions.stream(
+                model="echo-1", messages=[{"role": "user", "content": "sync stream"}]
+            ) as stream:
+                return stream.get_final_completion().choices[0].message.content or ""
+
+        assert await asyncio.to_thread(stream_it) == "echo: sync stream"
+
+
+async def test_malformed_client_context_from_the_native_api_is_denied(settings) -> None:
+    async with keyed_stack(settings) as stack:
+        bad = {"client_context": {"messages": [{"role": "tool", "content": "x", "source": "system"}]}}
+        response = await stack.chat("hi", correlation_id="c-bad-context", inputs=bad)
+        assert response.status_code == 202, response.text
+        decision = response.json()["decision"]["payload"]
+        assert decision["decision"] == "DENY"
+        assert decision["reason_codes"] == ["intent.invalid_client_context"]
