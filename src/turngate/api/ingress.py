@@ -23,6 +23,7 @@ from temporalio.service import RPCError
 from turngate.api.admission import RELEASE_MARGIN_S, TurnSlots, turn_finished
 from turngate.api.errors import admission_response, error_response
 from turngate.api.jobs import submit_job
+from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
 from turngate.artifacts import INLINE_LIMIT_BYTES, ArtifactError, aput
@@ -158,7 +159,12 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
 START_RPC_TIMEOUT = timedelta(seconds=10)
 
 
-@router.post("/ingress/intent", status_code=202)
+@router.post(
+    "/ingress/intent",
+    status_code=202,
+    responses={202: {"model": IntentAccepted | JobAccepted}, **sse("`?stream=true`: the turn's answer")},
+    openapi_extra=intent_request_body(),
+)
 async def ingress_intent(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],

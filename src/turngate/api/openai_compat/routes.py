@@ -35,6 +35,7 @@ from turngate.api.openai_compat.wire import (
     tool_calls_of,
     usage_of,
 )
+from turngate.api.openapi import ChatCompletion, ModelList, chat_request_body
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
 from turngate.core.events import AdmissionError, Event
@@ -112,7 +113,14 @@ def _failed(turn: PlannedTurn, execution: Event) -> JSONResponse:
     )
 
 
-@router.post("/v1/chat/completions", response_model=None)
+@router.post(
+    "/v1/chat/completions",
+    response_model=None,
+    responses={
+        200: {"model": ChatCompletion, "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    },
+    openapi_extra=chat_request_body(),
+)
 async def chat_completions(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Response:
     """OpenAI Chat Completions: one call is one turn (docs/OPENAI.md)."""
     settings = state.settings
@@ -218,7 +226,7 @@ async def _completion_stream(
     yield DONE_FRAME
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", response_model=None, responses={200: {"model": ModelList}})
 def list_models(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
     """The models this gateway offers (the configured providers of ``/capabilities``)."""
     catalog = state.boundary.provider_catalog
