@@ -38,11 +38,25 @@ async def test_turns_sync_and_async(settings) -> None:
             first.execution.index,
         ]
 
-        def sync_turn() -> str | None:
+        def sync_use() -> tuple[str | None, str, list[int]]:
             with Turngate(url_of(stack)) as sync:
-                return sync.chat("sync hello").output_text
+                answer = sync.chat("sync hello").output_text
+                streamed = "".join(
+                    e.data["text"]
+                    for e in sync.stream_intent(intent_envelope("sync stream"))
+                    if e.event == "token"
+                )
+                indexes = [e.index for e in sync.iter_events(page_size=2, thread_id="th-client")]
+                return answer, streamed, indexes
 
-        assert await asyncio.to_thread(sync_turn) == "echo: sync hello"
+        answer, streamed, indexes = await asyncio.to_thread(sync_use)
+        assert answer == "echo: sync hello" and streamed == "echo: sync stream"
+        assert indexes == [
+            first.index,
+            first.decision.index,
+            first.execution.index,
+            *range(second.index, second.index + 3),
+        ]
         report = await tg.verify(thread_id="th-client")
         assert report.ok is True
 
