@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from turngate.api.errors import error_response
+from turngate.client.models import SnapshotPage as ClientSnapshotPage
+from turngate.client.models import TurnReceipt
+from turngate.client.models import VerifyReport as VerifyReport
 from turngate.core.events import EventDraft, IntentEnvelope
 from turngate.jobs.intents import JobIntent
 
@@ -48,19 +51,9 @@ class EventRecord(EventDraft):
     is_authoritative: bool
 
 
-class IntentAccepted(_Open):
+class IntentAccepted(TurnReceipt):
     """``POST /ingress/intent``'s 202 for a turn (with ``wait``: its DECISION and EXECUTION)."""
 
-    accepted: bool
-    stream_id: str
-    thread_id: str
-    turn_id: str
-    correlation_id: str
-    index: int | None = None
-    queued: bool
-    workflow_id: str
-    deduplicated: bool
-    wait_timed_out: bool | None = None
     detail: str | None = None
     decision: EventRecord | None = None
     execution: EventRecord | None = None
@@ -73,16 +66,8 @@ class JobAccepted(_Open):
     status_url: str
 
 
-class SnapshotPage(_Open):
-    length: int
-    offset: int
-    limit: int
-    v_digest: str | None = None
+class SnapshotPage(ClientSnapshotPage):
     events: list[EventRecord]
-
-
-class VerifyReport(_Open):
-    ok: bool
 
 
 class Capabilities(_Open):
