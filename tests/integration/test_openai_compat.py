@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -387,3 +388,39 @@ async def test_malformed_client_context_from_the_native_api_is_denied(settings) 
         decision = response.json()["decision"]["payload"]
         assert decision["decision"] == "DENY"
         assert decision["reason_codes"] == ["intent.invalid_client_context"]
+
+
+PACK = Path(__file__).resolve().parents[2] / "examples" / "trickster" / "prompts"
+
+
+async def test_prompt_pack_system_prompt_comes_first_then_the_clients(
+    tmp_path, temporal_server, openai_fake
+) -> None:
+    settings = fake_settings(tmp_path, temporal_server, openai_fake, prompts_dir=PACK)
+    async with keyed_stack(settings) as stack:
+        completion = await async_sdk(stack).chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[
+                {"role": "system", "content": "Answer in one word."},
+                {"role": "user", "content": "Labas"},
+            ],
+        )
+        sent = openai_fake.last_request.json["messages"]
+        assert [m["role"] for m in sent] == ["system", "system", "user"]
+        decision = (await turn_events(stack, completion.id))["DECISION"]["payload"]
+        # the pack's pinned prompt is what reached the model first; the client's follows it
+        assert (
+            hashlib.sha256(sent[0]["content"].encode()).hexdigest()
+            in decision["prompt"]["system_prompt_sha256"]
+        )
+        assert sent[1]["content"] == "Answer in one word." and sent[2]["content"] == "Labas"
+
+
+async def test_client_system_messages_refused_when_configured(settings) -> None:
+    async with keyed_stack(settings.model_copy(update={"openai_client_system": "refuse"})) as stack:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await async_sdk(stack).chat.completions.create(
+                model="echo-1",
+                messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+            )
+        assert caught.value.code == "openai.system_message_refused"
