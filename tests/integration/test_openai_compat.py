@@ -424,3 +424,46 @@ async def test_client_system_messages_refused_when_configured(settings) -> None:
                 messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
             )
         assert caught.value.code == "openai.system_message_refused"
+
+
+async def test_message_size_limit_at_and_over_the_boundary_in_bytes(settings) -> None:
+    limit = 64
+    async with keyed_stack(settings.model_copy(update={"max_message_bytes": limit})) as stack:
+        client = async_sdk(stack)
+        at_limit = "ą" * (limit // 2)  # 2 bytes each: exactly the limit, half as many characters
+        ok = await client.chat.completions.create(
+            model="echo-1", messages=[{"role": "user", "content": at_limit}]
+        )
+        assert ok.choices[0].message.content == f"echo: {at_limit}"
+        with pytest.raises(openai.APIStatusError) as caught:
+            await client.chat.completions.create(
+                model="echo-1", messages=[{"role": "user", "content": at_limit + "a"}]
+            )
+        assert caught.value.status_code == 413 and caught.value.code == "admission.payload_too_large"
+        intents = [e for e in (await stack.http.get("/snapshot")).json()["events"] if e["kind"] == "INTENT"]
+        assert len(intents) == 1  # the refused call recorded nothing
+
+
+async def test_a_retried_stream_after_text_ends_with_an_error_frame(
+    tmp_path, temporal_server, openai_fake
+) -> None:
+    openai_fake.error_mid_stream_next("overloaded_error")
+    async with keyed_stack(fake_settings(tmp_path, temporal_server, openai_fake)) as stack:
+        stream = await async_sdk(stack).chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        received: list[str] = []
+        with pytest.raises(openai.APIError) as caught:
+            async for chunk in stream:
+                received += [chunk.choices[0].delta.content or ""] if chunk.choices else []
+        assert "".join(received)  # text had been sent before the retry
+        assert "retried" in caught.value.message
+        cid = stream.response.headers["x-turngate-correlation-id"]
+        # the ledger holds the answer of the attempt that succeeded (the retry may still be running)
+        for _ in range(600):
+            events = await turn_events(stack, cid)
+            if "EXECUTION" in events:
+                break
+            await asyncio.sleep(0.1)
+        execution = events["EXECUTION"]["payload"]
+        assert execution["output_text"] == REPLY and len(openai_fake.requests) == 2
