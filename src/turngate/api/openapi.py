@@ -22,7 +22,7 @@ from turngate.client.models import SnapshotPage as ClientSnapshotPage
 from turngate.client.models import TurnReceipt
 from turngate.client.models import VerifyReport as VerifyReport
 from turngate.core.events import EventDraft, IntentEnvelope
-from turngate.jobs.intents import JobIntent
+from turngate.jobs.intents import BODIES, JobIntent
 
 COMPONENTS = "#/components/schemas/{model}"
 
@@ -193,6 +193,14 @@ def _body_components() -> dict[str, Any]:
         schema, defs = _schema_of(model)
         components.update(defs)
         components[name] = schema
+    # A job's payload is validated per intent type at run time (one of the three bodies).
+    bodies = []
+    for body in BODIES.values():
+        schema, defs = _schema_of(body)
+        components.update(defs)
+        components[body.__name__] = schema
+        bodies.append({"$ref": COMPONENTS.format(model=body.__name__)})
+    components["JobIntentPayload"]["properties"]["payload"] = {"oneOf": bodies, "title": "Payload"}
     return components
 
 
