@@ -223,45 +223,39 @@ def _chat_inputs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def cmd_chat(args: argparse.Namespace) -> int:
-    import uuid
+    from turngate.client import AsyncTurngate, TurngateError, Unreachable, calls
 
-    import httpx
-
-    correlation_id = args.correlation_id or f"c-{uuid.uuid4().hex[:16]}"
     try:
         inputs = _chat_inputs(args)
     except (OSError, ValueError) as exc:
         print(f"error: bad --inputs/--input-file: {exc}", file=sys.stderr)
         return 2
-    payload: dict[str, Any] = {
-        "intent_type": "chat.message",
-        "actor": args.actor,
-        "thread_id": args.thread or correlation_id,
-        "turn_id": args.turn or correlation_id,
-        "declared_refs": [_parse_ref(r) for r in args.ref],
-        "inputs": inputs,
-        "payload": {"message": args.message},
-    }
-    if args.parent:
-        payload["parent_turn_id"] = args.parent
-    if args.model:
-        payload["requested_model_id"] = args.model
-    envelope = {"interface_version": 3, "correlation_id": correlation_id, "payload": payload}
-    url = args.url.rstrip("/")
+    envelope = calls.intent_envelope(
+        args.message,
+        correlation_id=args.correlation_id,
+        thread_id=args.thread,
+        turn_id=args.turn,
+        parent_turn_id=args.parent,
+        refs=[_parse_ref(r) for r in args.ref],
+        model=args.model,
+        inputs=inputs,
+        actor=args.actor,
+    )
     try:
-        headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-        async with httpx.AsyncClient(timeout=args.timeout + 5, headers=headers) as http:
-            resp = await http.post(f"{url}/ingress/intent", params={"wait": "execution"}, json=envelope)
-    except httpx.HTTPError as exc:
-        print(f"error: cannot reach turngate at {url}: {exc} (is `make dev` running?)", file=sys.stderr)
+        async with AsyncTurngate(args.url, args.api_key, timeout_s=args.timeout + 5) as api:
+            body = await api.call(calls.send_intent(envelope, "execution"))
+    except Unreachable as exc:
+        print(f"error: {exc} (is `make dev` running?)", file=sys.stderr)
         return 2
-    body = resp.json()
+    except TurngateError as exc:
+        if args.json:
+            print(json.dumps(exc.as_dict(), indent=2))
+        else:
+            print(f"error {exc.status}: {exc.reason_code}: {exc.detail}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(body, indent=2))
-        return 0 if resp.status_code < 400 else 1
-    if resp.status_code >= 400:
-        print(f"error {resp.status_code}: {body.get('reason_code')}: {body.get('detail')}", file=sys.stderr)
-        return 1
+        return 0
     decision = (body.get("decision") or {}).get("payload", {})
     execution = (body.get("execution") or {}).get("payload", {})
     if execution.get("redacted"):

@@ -98,6 +98,15 @@ class Settings(BaseSettings):
     wait_timeout_s: float = Field(30.0, gt=0, validation_alias=_alias("TURNGATE_WAIT_TIMEOUT_S"))
     # Turns admitted and not finished, per API process; beyond it ingress answers 503 queue.full.
     turn_queue_max: int = Field(256, ge=1, validation_alias=_alias("TURNGATE_TURN_QUEUE_MAX"))
+    # The OpenAI-compatible endpoint (docs/OPENAI.md): history in `messages` that matches no
+    # recorded event of the thread is refused (default) or recorded in the INTENT as client
+    # context; a client system message is placed after the prompt pack's system prompt or refused.
+    openai_unmatched_history: Literal["refuse", "record"] = Field(
+        "refuse", validation_alias=_alias("TURNGATE_OPENAI_UNMATCHED_HISTORY")
+    )
+    openai_client_system: Literal["allow", "refuse"] = Field(
+        "allow", validation_alias=_alias("TURNGATE_OPENAI_CLIENT_SYSTEM")
+    )
 
     # Case jobs (docs/JOBS.md): activity slots per job type and worker, open jobs per type before
     # ingress answers 503 queue.full, and each type's wall-clock limit.

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from swagger_ui_bundle import swagger_ui_path
 from temporalio.client import Client
 
 from turngate import __version__
@@ -17,6 +18,8 @@ from turngate.api import ingress, jobs, observe, stream
 from turngate.api.admission import TurnSlots
 from turngate.api.codec import mount_codec
 from turngate.api.errors import error_response
+from turngate.api.openai_compat import routes as openai_routes
+from turngate.api.openapi import ERRORS, install_openapi
 from turngate.api.state import ApiState
 from turngate.api.ui import mount_ui
 from turngate.api.watcher import LedgerWatcher
@@ -92,8 +95,13 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         # Every API route (also ones included later) is authenticated and authorized by role:
         # turngate.security.routes says which role; unknown routes need admin.
         dependencies=[Depends(authorize)],
+        # Every route may answer the project's error body; /docs is served from packaged assets.
+        responses=ERRORS,
+        docs_url=None,
+        redoc_url=None,
         **fastapi_telemetry_options(),
     )
+    install_openapi(app, swagger_ui_path)
     instrument_app(app)
     app.add_middleware(HttpMetricsMiddleware, metrics=metrics)
     app.include_router(ingress.router)
@@ -101,6 +109,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(stream.router)
     app.include_router(jobs.router)
     app.include_router(policy_routes.router)
+    app.include_router(openai_routes.router)
     app.include_router(metrics_router(metrics))
     mount_codec(app, settings)
     mount_ui(app)

@@ -26,6 +26,7 @@ from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, t
 from turngate.api.errors import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
 from turngate.api.jobs import submit_job
+from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
 from turngate.artifacts import ArtifactError
@@ -152,7 +153,12 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
 START_RPC_TIMEOUT = timedelta(seconds=10)
 
 
-@router.post("/ingress/intent", status_code=202)
+@router.post(
+    "/ingress/intent",
+    status_code=202,
+    responses={202: {"model": IntentAccepted | JobAccepted}, **sse("`?stream=true`: the turn's answer")},
+    openapi_extra=intent_request_body(),
+)
 async def ingress_intent(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],
@@ -160,11 +166,26 @@ async def ingress_intent(
     stream: Annotated[bool, Query(description="answer with the turn's SSE stream")] = False,
 ) -> Response:
     """Declare an intent. 202 once its INTENT is durably recorded; `?wait=` blocks (bounded)."""
+    return await admit_intent(request, state, wait=wait, stream=stream)
+
+
+async def admit_intent(
+    request: Request,
+    state: ApiState,
+    *,
+    wait: Literal["decision", "execution"] | None = None,
+    stream: bool = False,
+    data: dict[str, Any] | None = None,
+) -> Response:
+    """Admit one intent, as ``POST /ingress/intent`` does: the request's JSON body, or ``data``
+    (an envelope another front door built, e.g. the OpenAI-compatible endpoint) through the same
+    checks, slots and start. Answers as ``POST /ingress/intent`` answers."""
     settings = state.settings
     principal = request_principal(request)
     try:
-        body = await _read_body(request, settings.max_body_bytes)
-        data = _json_object(body)
+        if data is None:
+            body = await _read_body(request, settings.max_body_bytes)
+            data = _json_object(body)
         if is_job_intent(data):  # case.ingest / case.embed / case.index: a job, not a turn
             return await submit_job(request, state, data)
         envelope = parse_intent(
@@ -319,3 +340,9 @@ def _satisfied(events: dict[str, Event], wanted: str) -> bool:
 def _still_running(events: dict[str, Event]) -> bool:
     decision = events.get("DECISION")
     return decision is None or decision.payload.get("decision") == "ALLOW"
+
+
+async def read_json_body(request: Request, limit: int) -> Any:
+    """The request's body as JSON, under the body limit (``AdmissionError`` otherwise): the same
+    reading every front door does."""
+    return _json_object(await _read_body(request, limit))

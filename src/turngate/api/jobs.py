@@ -19,6 +19,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from turngate.api.errors import admission_response, error_response
+from turngate.api.openapi import ArtifactStored, CaseSummary, JobList, JobView
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, aput
 from turngate.core.events import AdmissionError
@@ -235,7 +236,7 @@ async def _visible_job(state: ApiState, principal: Principal, job_id: str) -> Jo
     return job
 
 
-@router.get("/jobs")
+@router.get("/jobs", response_model=None, responses={200: {"model": JobList}})
 async def jobs_list(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],
@@ -260,7 +261,7 @@ async def jobs_list(
     return JSONResponse({"jobs": [job.model_dump(mode="json") for job in jobs]})
 
 
-@router.get("/jobs/{job_id}")
+@router.get("/jobs/{job_id}", response_model=None, responses={200: {"model": JobView}})
 async def job_show(
     job_id: JobId, request: Request, state: Annotated[ApiState, Depends(api_state)]
 ) -> JSONResponse:
@@ -272,7 +273,7 @@ async def job_show(
     return JSONResponse(job.model_dump(mode="json"))
 
 
-@router.delete("/jobs/{job_id}", status_code=202)
+@router.delete("/jobs/{job_id}", status_code=202, response_model=None, responses={202: {"model": JobView}})
 async def job_cancel(
     job_id: JobId, request: Request, state: Annotated[ApiState, Depends(api_state)]
 ) -> JSONResponse:
@@ -290,7 +291,7 @@ async def job_cancel(
     return JSONResponse({"cancel_requested": True, "job": job.model_dump(mode="json")}, status_code=202)
 
 
-@router.get("/cases/{case_id}")
+@router.get("/cases/{case_id}", response_model=None, responses={200: {"model": CaseSummary}})
 async def case_show(
     case_id: Annotated[str, Path(min_length=1, max_length=200)],
     request: Request,
@@ -311,7 +312,7 @@ async def case_show(
     )
 
 
-@router.post("/artifacts", status_code=201)
+@router.post("/artifacts", status_code=201, response_model=None, responses={201: {"model": ArtifactStored}})
 async def upload_artifact(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],

@@ -16,6 +16,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from turngate import __version__
 from turngate.api.errors import error_response
+from turngate.api.openapi import Capabilities, Health, SnapshotPage, Status, VerifyReport, sse
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, MAX_ID_CHARS, Event
 from turngate.core.json_depth import MAX_JSON_DEPTH
@@ -42,7 +43,7 @@ TAIL_BATCH = 500
 TAIL_PING_S = 15
 
 
-@router.get("/snapshot")
+@router.get("/snapshot", response_model=None, responses={200: {"model": SnapshotPage}})
 def snapshot(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],
@@ -73,7 +74,12 @@ def _sse(event: Event) -> dict[str, str]:
     return {"id": str(event.index), "event": "envelope", "data": json.dumps(event.to_wire())}
 
 
-@router.get("/tail", response_model=None)
+@router.get(
+    "/tail",
+    response_model=None,
+    response_class=EventSourceResponse,
+    responses=sse("ledger events: `event: envelope`, `id: <index>`"),
+)
 async def tail(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],
@@ -124,7 +130,7 @@ def _limits_scope(request: Request) -> str:
     return limits.scope if limits is not None else "process"
 
 
-@router.get("/capabilities")
+@router.get("/capabilities", response_model=None, responses={200: {"model": Capabilities}})
 def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
     """What this gateway offers: providers, models, intent types, limits and config digests."""
     boundary, settings = state.boundary, state.settings
@@ -198,7 +204,7 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
     }
 
 
-@router.get("/status")
+@router.get("/status", response_model=None, responses={200: {"model": Status}})
 async def status(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
     """Runtime status: ledger head, running turns, LLM queue and each actor's position in it
     (actor positions only for unscoped callers: actors are tenant data; counts are not)."""
@@ -281,7 +287,7 @@ def _sa(wf: Any, name: str) -> str | None:
     return str(values[0]) if values else None
 
 
-@router.get("/verify", response_model=None)
+@router.get("/verify", response_model=None, responses={200: {"model": VerifyReport}})
 async def verify(
     request: Request,
     state: Annotated[ApiState, Depends(api_state)],
@@ -325,7 +331,7 @@ async def verify(
     return report.model_dump(mode="json")
 
 
-@router.get("/healthz", response_model=None)
+@router.get("/healthz", response_model=None, responses={200: {"model": Health}})
 async def healthz(state: Annotated[ApiState, Depends(api_state)]) -> JSONResponse | dict[str, Any]:
     """Liveness + readiness: the ledger answers and Temporal is reachable."""
     try:

@@ -32,6 +32,7 @@ from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
 from turngate.api.errors import error_response
+from turngate.api.openapi import sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.watcher import TurnKey, turn_key
 from turngate.core.events import Event
@@ -256,7 +257,12 @@ def _log_pump_failure(task: asyncio.Task[None]) -> None:
         )
 
 
-@router.get("/turns/{correlation_id}/stream", response_model=None)
+@router.get(
+    "/turns/{correlation_id}/stream",
+    response_model=None,
+    response_class=EventSourceResponse,
+    responses=sse("`token`, `reset`, then `done` or `redact`"),
+)
 async def turn_stream(
     request: Request,
     correlation_id: str,

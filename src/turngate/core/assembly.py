@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from turngate.core.canonical import canonical_bytes, digest
+from turngate.core.client_context import ClientMessage
 from turngate.core.events import Event, EventKind
 from turngate.core.external import EXTERNAL_PREAMBLE, ExternalItem, external_message
 from turngate.core.manifest import ExclusionEntry, InclusionEntry, ItemType
@@ -119,13 +120,16 @@ def assemble(
     estimator: Callable[[str], int] = chars_div_3,
     current: Event | None = None,
     external: Sequence[ExternalItem] = (),
+    client_messages: Sequence[ClientMessage] = (),
 ) -> Assembly:
     """Assemble the messages for one turn. Deterministic for equal inputs.
 
     ``current`` (the turn's INTENT event) only names the current message in the inclusion log;
     without it the message's content digest is used. ``external`` (retrieved chunks, fetched
     handles, in rank order) become one user message just before the current one; over budget
-    they go after the history, last-ranked first.
+    they go after the history, last-ranked first. ``client_messages`` (the client's own system
+    message and unmatched history, recorded in the INTENT) follow the system prompt, in the order
+    sent, and are never trimmed.
     """
     if budget_tokens < 1:
         raise ValueError("budget_tokens must be at least 1")
@@ -180,6 +184,7 @@ def assemble(
     ordered_units = list(units.values())
 
     fixed = estimate(user_message) + (estimate(system_prompt) if system_prompt else 0)
+    fixed += sum(estimate(message.content) for message in client_messages)
     outside = list(external)
     outside_tokens = [estimate(external_message([item])) - estimate(EXTERNAL_PREAMBLE) for item in outside]
     if outside:
@@ -209,6 +214,7 @@ def assemble(
     messages: list[ChatMessage] = []
     if system_prompt:
         messages.append(ChatMessage(role="system", content=system_prompt))
+    messages += [ChatMessage(role=message.role, content=message.content) for message in client_messages]
     artifacts = {
         len(messages) + position: item.pointer
         for position, item in enumerate(kept)
@@ -221,6 +227,15 @@ def assemble(
     messages.append(ChatMessage(role="user", content=user_message))
 
     included = [
+        InclusionEntry(
+            item_id=digest(message.model_dump(mode="json")),
+            item_type="user_input",
+            source_ref=f"client_context.messages[{position}]",
+            included_reason=f"client_{message.source}",
+        )
+        for position, message in enumerate(client_messages)
+    ]
+    included += [
         InclusionEntry(
             item_id=item.event.digest,
             item_type=item.item_type,

@@ -27,6 +27,10 @@ ROUTE_ROLES: dict[str, str] = {
     "DELETE /jobs/{job_id}": ROLE_INTENT_WRITE,
     "/cases/{case_id}": ROLE_SNAPSHOT_READ,
     "/artifacts": ROLE_INTENT_WRITE,
+    # The OpenAI-compatible endpoint (docs/OPENAI.md): a call is an intent; the model list is
+    # what /capabilities offers.
+    "/v1/chat/completions": ROLE_INTENT_WRITE,
+    "/v1/models": AUTHENTICATED,
     # Operational, cross-tenant aggregates: operators only.
     "/metrics": ROLE_ADMIN,
     # Decrypts every prompt and answer in Temporal histories (the Temporal UI's codec server).

@@ -20,6 +20,12 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 with workflow.unsafe.imports_passed_through():
     from turngate.artifacts.deadline import MAX_ARTIFACT_DEADLINE_S
     from turngate.core.assembly import assemble
+    from turngate.core.client_context import (
+        REASON_INVALID_CLIENT_CONTEXT,
+        ClientContext,
+        InvalidClientContext,
+        client_context_of,
+    )
     from turngate.core.context import ContextConfig
     from turngate.core.decision import DecisionOutcome, decide
     from turngate.core.estimators import get_estimator
@@ -132,6 +138,7 @@ class TurnWorkflow:
             system = None
             begin = begin.model_copy(update={"prompt_error": prompt_failure(exc)})
         outcome = self._decide(intent, begin.candidates, boundary, model, system, begin, spec_version(intent))
+        client, outcome = _client_context(envelope.payload.inputs, outcome)
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
             outcome = with_external(outcome, external)
@@ -148,12 +155,15 @@ class TurnWorkflow:
                 budget_tokens=budget,
                 estimator=estimator,
                 external=external.items if external is not None else (),
+                client_messages=client.messages if client is not None else (),
             )
             if prompts is not None and system is not None:
                 offered = offered_tools(
                     prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
                 )
                 outcome.payload["prompt"]["tools_offered"] = [spec.name for spec in offered]
+            if client is not None:
+                offered += [tool.spec() for tool in client.tools]
         run_id = workflow.info().run_id
         if assembly is not None:
             manifest = build_manifest(
@@ -505,6 +515,24 @@ async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> Provide
         heartbeat_timeout=timedelta(seconds=10),
         retry_policy=retry,
     )
+
+
+def _client_context(
+    inputs: dict[str, Any], outcome: DecisionOutcome
+) -> tuple[ClientContext | None, DecisionOutcome]:
+    """The intent's client-supplied messages and tools; a malformed one DENIES the turn."""
+    try:
+        return client_context_of(inputs), outcome
+    except InvalidClientContext as exc:
+        if not outcome.allowed:
+            return None, outcome
+        error = {"code": REASON_INVALID_CLIENT_CONTEXT, "detail": str(exc)}
+        payload = dict(outcome.payload) | {
+            "decision": "DENY",
+            "reason_codes": [REASON_INVALID_CLIENT_CONTEXT],
+            "error": error,
+        }
+        return None, outcome.model_copy(update={"allowed": False, "payload": payload})
 
 
 def _deny_for_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,239 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/models``: the OpenAI SDK's calls, as turns.
+
+A call is admitted like ``POST /ingress/intent`` (same checks, limits, slots, workflow), then
+answered from the ledger: the recorded EXECUTION becomes the ``chat.completion`` (or the stream
+of ``chat.completion.chunk`` frames), a DENY a 403 error whose ``code`` is the reason code, a
+provider failure 429/500/503. Headers name the turn: ``X-Turngate-Thread``, ``-Turn``,
+``-Correlation-Id``, ``-Decision``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from turngate.api.admission import RELEASE_MARGIN_S, turn_finished
+from turngate.api.errors import ADMISSION_STATUS
+from turngate.api.ingress import admit_intent, read_json_body
+from turngate.api.openai_compat.turn import PlannedTurn, plan_turn
+from turngate.api.openai_compat.wire import (
+    DONE_FRAME,
+    ChatCompletionRequest,
+    chunk_frame,
+    completion_body,
+    error_frame,
+    finish_reason,
+    model_of,
+    openai_error,
+    parse_chat_request,
+    tool_calls_of,
+    usage_of,
+)
+from turngate.api.openapi import ChatCompletion, ModelList, chat_request_body
+from turngate.api.state import ApiState, api_state
+from turngate.api.stream import stream_turn_events
+from turngate.core.events import AdmissionError, Event
+from turngate.security.auth import request_principal
+from turngate.security.streams import stream_slots
+
+router = APIRouter(tags=["openai"])
+
+#: Provider error codes answered 429 / 503 (with Retry-After); any other failure is a 500.
+RATE_LIMITED = frozenset({"provider.rate_limited"})
+UNAVAILABLE = frozenset(
+    {"llm.timeout", "provider.timeout", "provider.overloaded", "provider.connection", "SYSTEM_ERROR"}
+)
+RETRY_AFTER_S = "1"
+
+
+def execution_error_status(code: str) -> int:
+    if code in RATE_LIMITED:
+        return 429
+    if code in UNAVAILABLE:
+        return 503
+    return 500
+
+
+def _turn_headers(turn: PlannedTurn, decision: str | None) -> dict[str, str]:
+    headers = {
+        "X-Turngate-Thread": turn.thread_id,
+        "X-Turngate-Turn": turn.correlation_id,
+        "X-Turngate-Correlation-Id": turn.correlation_id,
+    }
+    if decision:
+        headers["X-Turngate-Decision"] = decision
+    return headers
+
+
+def _admission_error(exc: AdmissionError) -> JSONResponse:
+    # Malformed requests are 400 for OpenAI clients (the native API says 422 for some of them).
+    status = ADMISSION_STATUS.get(exc.reason_code, 400)
+    return openai_error(status, exc.reason_code, exc.detail, param=exc.field)
+
+
+def _from_native_error(response: Response) -> JSONResponse:
+    """A refusal of the native admission path, in OpenAI's error shape (same status and code)."""
+    body = json.loads(bytes(response.body))
+    headers = {"Retry-After": response.headers["retry-after"]} if "retry-after" in response.headers else None
+    return openai_error(
+        response.status_code,
+        str(body.get("reason_code") or "admission.refused"),
+        str(body.get("detail") or "refused"),
+        param=body.get("field"),
+        headers=headers,
+    )
+
+
+def _decided(events: dict[str, Event]) -> bool:
+    return "DECISION" in events
+
+
+def _denied(turn: PlannedTurn, decision: Event) -> JSONResponse:
+    codes = [str(code) for code in decision.payload.get("reason_codes") or []] or ["policy.denied"]
+    detail = (decision.payload.get("error") or {}).get("detail")
+    message = f"turngate denied this turn: {', '.join(codes)}" + (f" ({detail})" if detail else "")
+    return openai_error(403, codes[0], message, headers=_turn_headers(turn, "DENY"))
+
+
+def _failed(turn: PlannedTurn, execution: Event) -> JSONResponse:
+    error = execution.payload.get("error") or {}
+    code = str(error.get("code") or "provider.error")
+    status = execution_error_status(code)
+    headers = _turn_headers(turn, "ALLOW")
+    if status in (429, 503):
+        headers["Retry-After"] = RETRY_AFTER_S
+    return openai_error(
+        status, code, str(error.get("message") or error.get("detail") or code), headers=headers
+    )
+
+
+@router.post(
+    "/v1/chat/completions",
+    response_model=None,
+    responses={
+        200: {"model": ChatCompletion, "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    },
+    openapi_extra=chat_request_body(),
+)
+async def chat_completions(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Response:
+    """OpenAI Chat Completions: one call is one turn (docs/OPENAI.md)."""
+    settings = state.settings
+    principal = request_principal(request)
+    try:
+        chat = parse_chat_request(await read_json_body(request, settings.max_body_bytes))
+        turn = await asyncio.to_thread(
+            plan_turn, chat, request.headers, settings, state.store, principal.tenant_id
+        )
+    except AdmissionError as exc:
+        return _admission_error(exc)
+    streams = stream_slots(request)
+    if chat.stream and not await streams.try_acquire_async(principal.limit_key):
+        return openai_error(
+            429,
+            "rate.too_many_streams",
+            f"{streams.per_key} streams are open for this key; close one first",
+            headers={"Retry-After": RETRY_AFTER_S},
+        )
+    admitted = await admit_intent(request, state, data=turn.envelope)
+    if admitted.status_code != 202:
+        if chat.stream:
+            streams.release_nowait(principal.limit_key)
+        return _from_native_error(admitted)
+    deadline = settings.llm_wall_clock_s + RELEASE_MARGIN_S
+    events, _ = await state.watcher.wait_turn(turn.key, _decided if chat.stream else turn_finished, deadline)
+    decision = events.get("DECISION")
+    denied = decision is not None and decision.payload.get("decision") != "ALLOW"
+    if chat.stream and (decision is None or denied):
+        streams.release_nowait(principal.limit_key)
+    if decision is None:
+        return openai_error(
+            504,
+            "turn.wait_timed_out",
+            "the turn was admitted but not decided in time",
+            headers=_turn_headers(turn, None),
+        )
+    if denied:
+        return _denied(turn, decision)
+    if chat.stream:
+        frames = _completion_stream(request, state, turn, chat, principal.tenant_id)
+        return StreamingResponse(
+            streams.hold(principal.limit_key, frames),
+            media_type="text/event-stream",
+            headers=_turn_headers(turn, "ALLOW") | {"Cache-Control": "no-cache"},
+        )
+    execution = events.get("EXECUTION")
+    if execution is None:
+        return openai_error(
+            504,
+            "turn.wait_timed_out",
+            "the turn did not finish in time",
+            headers=_turn_headers(turn, "ALLOW"),
+        )
+    if execution.payload.get("error"):
+        return _failed(turn, execution)
+    return JSONResponse(completion_body(execution, chat.model), headers=_turn_headers(turn, "ALLOW"))
+
+
+async def _completion_stream(
+    request: Request, state: ApiState, turn: PlannedTurn, chat: ChatCompletionRequest, tenant_id: str | None
+) -> AsyncIterator[str]:
+    """The turn's tokens as ``chat.completion.chunk`` frames; the end (tool calls, finish reason,
+    usage) from the recorded EXECUTION. A retried provider attempt after text was sent cannot be
+    taken back in this format: the stream then ends with an error frame (``stream.reset``)."""
+    cid, created, model = turn.correlation_id, int(time.time()), chat.model
+    yield chunk_frame(cid, model, created, {"role": "assistant", "content": ""})
+    sent = False
+    async for message in stream_turn_events(
+        state, cid, None, bus=request.app.state.token_bus, tenant_id=tenant_id
+    ):
+        kind, data = message.get("event"), json.loads(message.get("data") or "{}")
+        if kind == "token" and data.get("text"):
+            sent = True
+            yield chunk_frame(cid, model, created, {"content": data["text"]})
+        elif kind == "reset" and sent:
+            yield error_frame(503, "stream.reset", "the provider call was retried after text was sent; retry")
+            return
+        elif kind == "error":
+            yield error_frame(500, str(data.get("reason_code")), "the turn could not be streamed")
+            return
+    recorded = {
+        str(e.kind): e for e in await asyncio.to_thread(state.store.by_correlation, cid, tenant_id=tenant_id)
+    }
+    execution = recorded.get("EXECUTION")
+    if execution is None:
+        yield error_frame(500, "turn.not_found", "the turn has no recorded answer")
+        return
+    error = execution.payload.get("error")
+    if error:
+        code = str(error.get("code") or "provider.error")
+        yield error_frame(execution_error_status(code), code, str(error.get("message") or code))
+        return
+    model = model_of(execution, chat.model)
+    calls = tool_calls_of(execution)
+    if calls:
+        yield chunk_frame(
+            cid, model, created, {"tool_calls": [{"index": i} | c for i, c in enumerate(calls)]}
+        )
+    yield chunk_frame(cid, model, created, {}, finish=finish_reason(execution))
+    if chat.include_usage:
+        yield chunk_frame(cid, model, created, None, usage=usage_of(execution))
+    yield DONE_FRAME
+
+
+@router.get("/v1/models", response_model=None, responses={200: {"model": ModelList}})
+def list_models(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
+    """The models this gateway offers (the configured providers of ``/capabilities``)."""
+    catalog = state.boundary.provider_catalog
+    data = [
+        {"id": model, "object": "model", "created": 0, "owned_by": provider["name"]}
+        for provider in catalog.get("providers", [])
+        if provider.get("configured")
+        for model in provider.get("models", [])
+    ]
+    return {"object": "list", "data": data}

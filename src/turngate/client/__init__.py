@@ -1,0 +1,44 @@
+"""A typed Python client for turngate's native API, sync (:class:`Turngate`) and async
+(:class:`AsyncTurngate`), on httpx. See docs/CLIENT.md.
+
+```python
+from turngate.client import Turngate
+
+with Turngate("http://127.0.0.1:8010", api_key="...") as tg:
+    turn = tg.chat("hello")
+    print(turn.output_text, turn.correlation_id)
+```
+"""
+
+from turngate.client import calls
+from turngate.client.async_client import AsyncTurngate
+from turngate.client.calls import intent_envelope
+from turngate.client.errors import TurngateError, Unreachable
+from turngate.client.models import (
+    ArtifactPointer,
+    Event,
+    Job,
+    JobReceipt,
+    SnapshotPage,
+    StreamEvent,
+    TurnReceipt,
+    VerifyReport,
+)
+from turngate.client.sync_client import Turngate
+
+__all__ = [
+    "ArtifactPointer",
+    "AsyncTurngate",
+    "Event",
+    "Job",
+    "JobReceipt",
+    "SnapshotPage",
+    "StreamEvent",
+    "TurnReceipt",
+    "Turngate",
+    "TurngateError",
+    "Unreachable",
+    "VerifyReport",
+    "calls",
+    "intent_envelope",
+]
