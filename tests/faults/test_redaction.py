@@ -15,7 +15,7 @@ from tests.fakes import fake_openai
 from tests.security.conftest import bearer, make_key
 from tests.stack import envelope, make_settings, running_stack
 from turngate.artifacts import open_artifact_store
-from turngate.audit.verify import iter_pointers
+from turngate.core.pointers import server_pointers
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trickster"
 INPUTS = json.loads((EXAMPLE / "intent-inputs.json").read_text())
@@ -81,7 +81,7 @@ async def test_a_200_kb_answer_with_a_blocklisted_term_at_its_end_is_redacted_an
             )
             late = await sse_events(http, "GET", "/turns/c-red/stream", headers=reader)
             turn = (await http.get("/ui/api/turn", params={"correlation_id": "c-red"}, headers=reader)).json()
-            pointers = [p for event in turn["events"] for p in iter_pointers(event["payload"])]
+            pointers = [p for e in turn["events"] for p in server_pointers(e["kind"], e["payload"])]
             artifacts = {
                 p["artifact_id"]: await http.get(
                     "/ui/api/artifact",
