@@ -16,11 +16,13 @@ from sse_starlette.sse import EventSourceResponse
 
 from turngate import __version__
 from turngate.api.errors import error_response
+from turngate.api.ledger_outage import RETRY_AFTER_S, LedgerOutage
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, Event
 from turngate.jobs.models import JOB_TYPES
 from turngate.jobs.queues import job_queues
 from turngate.jobs.status import job_runtime
+from turngate.ledger import LedgerUnavailableError
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLES
 from turngate.security.routes import PUBLIC, ROUTE_ROLES
@@ -309,14 +311,21 @@ async def verify(
 
 
 @router.get("/healthz", response_model=None)
-async def healthz(state: Annotated[ApiState, Depends(api_state)]) -> JSONResponse | dict[str, Any]:
-    """Liveness + readiness: the ledger answers and Temporal is reachable."""
+async def healthz(
+    request: Request, state: Annotated[ApiState, Depends(api_state)]
+) -> JSONResponse | dict[str, Any]:
+    """Liveness + readiness: the ledger answers and Temporal is reachable. During a ledger
+    outage: 503 `ledger.unavailable` with `ledger: "down"` and `Retry-After`."""
+    outage: LedgerOutage = request.app.state.ledger_outage
     try:
         length, _ = await asyncio.to_thread(state.store.head)
-    except Exception as exc:
-        return error_response(503, "ledger.unavailable", str(exc))
+    except LedgerUnavailableError as exc:
+        outage.failed(exc)
+        body = {"ok": False, "reason_code": "ledger.unavailable", "detail": str(exc), "ledger": "down"}
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+    outage.recovered()
     try:
         await asyncio.wait_for(state.client.service_client.check_health(), 2.0)
     except Exception as exc:
         return error_response(503, "temporal.unavailable", f"temporal health check failed: {exc}")
-    return {"ok": True, "ledger_length": length}
+    return {"ok": True, "ledger": "up", "ledger_length": length}

@@ -250,6 +250,11 @@ def _unavailable_on_db_errors(action: str) -> Iterator[None]:
         raise LedgerUnavailableError(f"ledger {action} failed: {exc}") from exc
 
 
+#: For modules that read the ledger's database through its engine (API key lookup): the same
+#: translation, so an outage reads as :class:`LedgerUnavailableError` everywhere.
+unavailable_on_db_errors = _unavailable_on_db_errors
+
+
 # --------------------------------------------------------------------------- rows <-> events
 
 
