@@ -9,6 +9,7 @@ from turngate.core.events import AdmissionError
 # HTTP status per admission reason code (docs/ERRORS.md).
 ADMISSION_STATUS = {
     "admission.malformed_json": 400,
+    "admission.invalid_parent": 400,
     "admission.payload_too_large": 413,
     "admission.correlation_conflict": 409,
 }

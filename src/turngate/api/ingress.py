@@ -126,6 +126,26 @@ def _check_correlation(state: ApiState, envelope: IntentEnvelope, scoped: bool) 
             )
 
 
+def _check_parent(state: ApiState, envelope: IntentEnvelope) -> None:
+    """A thread's parent chain is part of its structure: ``parent_turn_id`` must name another
+    turn already recorded in this thread (the caller's tenant only)."""
+    parent = envelope.payload.parent_turn_id
+    if parent is None:
+        return
+    if parent == envelope.turn_id:
+        raise AdmissionError(
+            "admission.invalid_parent",
+            f"parent_turn_id {parent!r} is the turn itself",
+            "payload.parent_turn_id",
+        )
+    if not state.store.turn_events(envelope.thread_id, parent, tenant_id=envelope.tenant_id):
+        raise AdmissionError(
+            "admission.invalid_parent",
+            f"parent_turn_id missing: no turn {parent!r} is recorded in thread {envelope.thread_id!r}",
+            "payload.parent_turn_id",
+        )
+
+
 async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) -> bool:
     """Start the turn (durable once this returns); an existing turn with this id is reused.
     Returns False when the turn had already finished."""
@@ -181,6 +201,7 @@ async def ingress_intent(
         )
         envelope = _with_principal(envelope, principal)
         await asyncio.to_thread(_check_correlation, state, envelope, principal.tenant_id is not None)
+        await asyncio.to_thread(_check_parent, state, envelope)
     except AdmissionError as exc:
         return admission_response(exc)
     streams = stream_slots(request)
