@@ -164,3 +164,44 @@ async def test_bad_task_id_is_a_recorded_deny(tmp_path, temporal_server, pack):
     assert decision["decision"] == "DENY"
     assert decision["reason_codes"][0].startswith("prompts.")
     assert "execution" not in body
+
+
+async def test_a_thread_pins_its_first_decision_that_recorded_a_prompt(tmp_path, temporal_server, pack):
+    """A first turn denied before its prompt was built pins nothing; the next turn pins, and a
+    later edit of the pack does not reach the thread."""
+    settings = make_settings(tmp_path / "data", temporal_server.address, prompts_dir=pack)
+    async with running_stack(settings) as stack:
+        denied = (
+            await stack.chat(
+                "Labas",
+                correlation_id="c-1",
+                thread_id="t",
+                inputs=INPUTS,
+                requested_model_id="no-such-model",
+            )
+        ).json()["decision"]
+        assert denied["payload"]["reason_codes"] == ["model.unavailable"]
+        assert not denied["payload"].get("prompt")
+        first = (
+            await stack.chat(
+                "Labas", correlation_id="c-2", thread_id="t", parent_turn_id="c-1", inputs=INPUTS,
+                declared_refs=[{"ref_id": "c-1"}],
+            )
+        ).json()  # fmt: skip
+        pinned = first["decision"]["payload"]["prompt"]
+        assert pinned["pinned_by_index"] is None  # this turn pins the snapshot
+        next(pack.rglob("persona.md")).write_text("EDITED PERSONA\n")
+        later = (
+            await stack.chat(
+                "Kas čia?", correlation_id="c-3", thread_id="t", parent_turn_id="c-2",
+                inputs=INPUTS | {"debug_snapshot": True},
+                declared_refs=refs_to("c-2"),
+            )
+        ).json()  # fmt: skip
+        prompt = later["decision"]["payload"]["prompt"]
+        assert prompt["snapshot_digest"] == pinned["snapshot_digest"]
+        assert prompt["pinned_by_index"] == first["decision"]["index"]
+        assert "EDITED PERSONA" not in system_prompt_sent(settings, later["execution"]["payload"])
+        # A new thread loads the edited pack.
+        fresh = (await stack.chat("Labas", correlation_id="c-new", thread_id="t2", inputs=INPUTS)).json()
+        assert fresh["decision"]["payload"]["prompt"]["snapshot_digest"] != pinned["snapshot_digest"]
