@@ -10,6 +10,9 @@ import pytest
 
 from tests.stack import make_settings, running_stack
 from turngate.artifacts import open_artifact_store
+from turngate.core.assembly import chars_div_3
+from turngate.core.canonical import canonical_bytes
+from turngate.prompts.loader import load_prompt_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trickster"
 INPUTS = json.loads((EXAMPLE / "intent-inputs.json").read_text())
@@ -26,6 +29,27 @@ def system_prompt_sent(settings, execution: dict) -> str:
     store = open_artifact_store(settings.effective_artifacts)
     prompt = json.loads(store.get(execution["fault_snapshots"]["prompt_snapshot"]["artifact_id"]))
     return next(m["content"] for m in prompt["messages"] if m["role"] == "system")
+
+
+def manifest_tokens(settings, turn: dict) -> int:
+    pointer = turn["decision"]["payload"]["manifest"]
+    return json.loads(open_artifact_store(settings.effective_artifacts).get(pointer["artifact_id"]))[
+        "estimated_tokens"
+    ]
+
+
+def tokens_sent(settings, turn: dict, pack: Path) -> int:
+    """chars/3 (the default estimator) of each message sent, plus the offered tool definitions."""
+    store = open_artifact_store(settings.effective_artifacts)
+    sent = json.loads(
+        store.get(turn["execution"]["payload"]["fault_snapshots"]["prompt_snapshot"]["artifact_id"])
+    )
+    config = load_prompt_config(pack)
+    profile = turn["decision"]["payload"]["prompt"]["profile"]
+    offered = turn["decision"]["payload"]["prompt"]["tools_offered"]
+    tools = [spec.definition() for spec in config.tools_for(config.profiles[profile]) if spec.name in offered]
+    total = sum(chars_div_3(message["content"]) for message in sent["messages"])
+    return total + (chars_div_3(canonical_bytes(tools).decode()) if tools else 0)
 
 
 def refs_to(*turns: str) -> list[dict]:
@@ -81,6 +105,8 @@ async def test_prompt_layers_pinning_tools_and_redaction(tmp_path, temporal_serv
             )
         ).json()
         assert third["decision"]["payload"]["prompt"]["tools_offered"] == ["transition_phase"]
+        # What is sent counts against the budget: the messages and the offered tool definitions.
+        assert manifest_tokens(settings, third) == tokens_sent(settings, third, pack)
         assert third["execution"]["payload"]["exchanges_count"] == 3
 
         # Output safety: the echo repeats a blocked phrase, so the answer is redacted...

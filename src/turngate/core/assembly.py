@@ -10,8 +10,9 @@ current message are never trimmed. Every item lands in the inclusion or the excl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -84,13 +85,16 @@ def assemble(
     estimator: Callable[[str], int] = chars_div_3,
     current: Event | None = None,
     external: Sequence[ExternalItem] = (),
+    tool_definitions: Sequence[Mapping[str, Any]] = (),
 ) -> Assembly:
     """Assemble the messages for one turn. Deterministic for equal inputs.
 
     ``current`` (the turn's INTENT event) only names the current message in the inclusion log;
     without it the message's content digest is used. ``external`` (retrieved chunks, fetched
     handles, in rank order) become one user message just before the current one; over budget
-    they go after the history, last-ranked first.
+    they go after the history, last-ranked first. ``tool_definitions`` (the tools offered this
+    turn) are sent too, so they count against the budget like the system prompt (their canonical
+    JSON, estimated), and like it they are never trimmed.
     """
     if budget_tokens < 1:
         raise ValueError("budget_tokens must be at least 1")
@@ -143,6 +147,8 @@ def assemble(
     ordered_units = list(units.values())
 
     fixed = estimate(user_message) + (estimate(system_prompt) if system_prompt else 0)
+    if tool_definitions:
+        fixed += estimate(canonical_bytes(list(tool_definitions)).decode("utf-8"))
     outside = list(external)
     outside_tokens = [estimate(external_message([item])) - estimate(EXTERNAL_PREAMBLE) for item in outside]
     if outside:

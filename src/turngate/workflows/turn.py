@@ -54,6 +54,8 @@ with workflow.unsafe.imports_passed_through():
         TurnResult,
     )
 
+#: workflow.patched id: the offered tool definitions count against the token budget.
+PATCH_TOOLS_IN_BUDGET = "tools-in-token-budget"
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
 LEDGER_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=50),
@@ -129,6 +131,14 @@ class TurnWorkflow:
             budget = boundary.budget_tokens if system is None or system.trim_history else 10**12
             with workflow.unsafe.imports_passed_through():
                 estimator = get_estimator(boundary.token_estimator)  # loaded once per process
+            if prompts is not None and system is not None:
+                offered = offered_tools(
+                    prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
+                )
+                outcome.payload["prompt"]["tools_offered"] = [spec.name for spec in offered]
+            # The offered tool definitions are sent too: they count against the budget (turns
+            # recorded before this rule keep their assembly on replay).
+            counted = offered if offered and workflow.patched(PATCH_TOOLS_IN_BUDGET) else []
             assembly = assemble(
                 system.text if system else None,
                 outcome.resolution,
@@ -136,12 +146,8 @@ class TurnWorkflow:
                 budget_tokens=budget,
                 estimator=estimator,
                 external=external.items if external is not None else (),
+                tool_definitions=[spec.definition() for spec in counted],
             )
-            if prompts is not None and system is not None:
-                offered = offered_tools(
-                    prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
-                )
-                outcome.payload["prompt"]["tools_offered"] = [spec.name for spec in offered]
         run_id = workflow.info().run_id
         if assembly is not None:
             manifest = build_manifest(
