@@ -38,7 +38,14 @@ from turngate.jobs.intents import is_job_intent
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.streams import stream_slots, too_many_streams
-from turngate.workflows.shared import SA_ACTOR, SA_THREAD_ID, SA_TURN_ID, TurnInput, turn_workflow_id
+from turngate.workflows.shared import (
+    SA_ACTOR,
+    SA_TENANT_ID,
+    SA_THREAD_ID,
+    SA_TURN_ID,
+    TurnInput,
+    turn_workflow_id,
+)
 from turngate.workflows.turn import TurnWorkflow
 
 log = logging.getLogger(__name__)
@@ -167,6 +174,8 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
                     SearchAttributePair(SA_THREAD_ID, envelope.thread_id),
                     SearchAttributePair(SA_TURN_ID, envelope.turn_id),
                     SearchAttributePair(SA_ACTOR, envelope.payload.actor),
+                    # /status shows a tenant's callers their own actors' queue positions
+                    *([SearchAttributePair(SA_TENANT_ID, envelope.tenant_id)] if envelope.tenant_id else []),
                 ]
             ),
         )

@@ -197,8 +197,9 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
 @router.get("/status")
 async def status(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
     """Runtime status: ledger head, running turns, LLM queue and each actor's position in it
-    (actor positions only for unscoped callers: actors are tenant data; counts are not)."""
-    scoped = request_principal(request).tenant_id is not None
+    (a tenant-scoped caller sees its own tenant's actors only: actors are tenant data; counts
+    and positions in the one shared queue are not)."""
+    tenant = request_principal(request).tenant_id
     length, head = await asyncio.to_thread(state.store.head)
     turns: dict[str, Any] = {"running": None}
     queue_position: dict[str, int] = {}
@@ -217,7 +218,8 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         )
         for position, wf in enumerate(allowed, start=1):
             actor = _sa(wf, "TurngateActor")
-            if actor and actor not in queue_position and not scoped:
+            visible = tenant is None or _sa(wf, "TurngateTenantId") == tenant
+            if actor and visible and actor not in queue_position:
                 queue_position[actor] = position
         turns["in_llm_stage"] = len(allowed)
     except Exception as exc:  # status must answer even when Temporal does not
