@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_streaming_e2e import read_sse
 from tests.stack import make_settings, running_stack
 from turngate.artifacts import open_artifact_store
 from turngate.core.assembly import chars_div_3
@@ -50,6 +51,11 @@ def tokens_sent(settings, turn: dict, pack: Path) -> int:
     tools = [spec.definition() for spec in config.tools_for(config.profiles[profile]) if spec.name in offered]
     total = sum(chars_div_3(message["content"]) for message in sent["messages"])
     return total + (chars_div_3(canonical_bytes(tools).decode()) if tools else 0)
+
+
+async def final_stream_event(stack, correlation_id: str) -> tuple[str, dict]:
+    async with stack.http.stream("GET", f"/turns/{correlation_id}/stream") as resp:
+        return (await read_sse(resp))[-1]
 
 
 def refs_to(*turns: str) -> list[dict]:
@@ -174,6 +180,13 @@ async def test_debrief_profile_is_configuration(tmp_path, temporal_server, pack)
                 declared_refs=refs_to("c-1"),
             )
         ).json()
+        dialogue_done = await final_stream_event(stack, "c-1")
+        debrief_done = await final_stream_event(stack, "c-2")
+    # The turn stream ends in the shape of the profile's done_event.
+    assert dialogue_done[0] == "done" and "debrief_complete" not in dialogue_done[1]
+    assert {"phase_transition", "next_phase", "exchanges_count"} <= set(dialogue_done[1])
+    assert debrief_done == ("done", debrief_done[1])
+    assert debrief_done[1]["debrief_complete"] is True and "phase_transition" not in debrief_done[1]
     prompt = body["decision"]["payload"]["prompt"]
     assert prompt["profile"] == "debrief" and prompt["tools_offered"] == []
     # Full history: no budget trimming even with a tiny budget.
@@ -231,3 +244,16 @@ async def test_a_thread_pins_its_first_decision_that_recorded_a_prompt(tmp_path,
         # A new thread loads the edited pack.
         fresh = (await stack.chat("Labas", correlation_id="c-new", thread_id="t2", inputs=INPUTS)).json()
         assert fresh["decision"]["payload"]["prompt"]["snapshot_digest"] != pinned["snapshot_digest"]
+
+
+async def test_the_debrief_stream_shape_is_a_profile_flag(tmp_path, temporal_server, pack):
+    """Any profile can end its turns' stream with `debrief_complete` (the flag, not the name)."""
+    config = json.loads((pack / "profiles.json").read_text())
+    config["profiles"]["dialogue"]["done_event"] = "debrief"
+    (pack / "profiles.json").write_text(json.dumps(config))
+    settings = make_settings(tmp_path / "data", temporal_server.address, prompts_dir=pack)
+    async with running_stack(settings) as stack:
+        body = (await stack.chat("Labas", correlation_id="c-1", thread_id="t", inputs=INPUTS)).json()
+        assert body["decision"]["payload"]["prompt"]["profile"] == "dialogue"
+        kind, done = await final_stream_event(stack, "c-1")
+    assert (kind, done["debrief_complete"], done["correlation_id"]) == ("done", True, "c-1")

@@ -275,6 +275,7 @@ class TurnWorkflow:
                 "task_id": snapshot.task_id,
                 "provider": snapshot.provider,
                 "profile": system.profile,
+                "done_event": system.done_event,
                 "snapshot_artifact": begin.prompt.snapshot_artifact,
                 "pinned_by_index": begin.prompt.pinned_by_index,
                 "redaction_context": begin.prompt.redaction_reason,
