@@ -23,6 +23,7 @@ from turngate.jobs.models import JOB_TYPES
 from turngate.jobs.queues import job_queues
 from turngate.jobs.status import job_runtime
 from turngate.ledger import LedgerUnavailableError
+from turngate.schemas import CAPABILITIES_SCHEMA_VERSION, STATUS_SCHEMA_VERSION
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLES
 from turngate.security.routes import PUBLIC, ROUTE_ROLES
@@ -127,6 +128,7 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
     """What this gateway offers: providers, models, intent types, limits and config digests."""
     boundary, settings = state.boundary, state.settings
     return {
+        "schema_version": CAPABILITIES_SCHEMA_VERSION,
         "gateway": "turngate",
         "version": __version__,
         "interface_version": INTERFACE_VERSION,
@@ -235,6 +237,7 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
             log.warning("status: job runtime query failed: %s", exc)
     job_types = {t: state.settings.job_queue_max for t in JOB_TYPES}
     return {
+        "schema_version": STATUS_SCHEMA_VERSION,
         "ok": temporal_ok,
         "gateway": "turngate",
         "version": __version__,
