@@ -334,6 +334,8 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         ledger_url=args.ledger_url,
         workers=args.workers,
         cache_events=args.cache_events,
+        events_file=Path(args.events) if args.events else None,
+        artifacts_dir=args.artifacts,
     )
 
 
@@ -458,6 +460,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="missing snapshot artifacts older than this (the gc window, e.g. 7d) are expected",
     )
     verify.add_argument("--ledger-url", help="default: the configured ledger")
+    verify.add_argument(
+        "--events",
+        metavar="FILE",
+        help=(
+            "verify an exported stream offline instead of the ledger: JSON Lines of /snapshot "
+            "events or pages (a contiguous range of one ledger); no database needed"
+        ),
+    )
+    verify.add_argument(
+        "--artifacts",
+        metavar="DIR",
+        help="with --events: the exported artifact directory (or s3:// URL); without it none are checked",
+    )
     verify.add_argument(
         "--workers",
         type=positive_int,
