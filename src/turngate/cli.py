@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from turngate import __version__
 from turngate.settings import Settings, load_settings
+from turngate.stop_signals import StopSignals
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -38,9 +38,16 @@ def _setup_logging() -> None:
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    """The first Ctrl-C stops gracefully; a second one at once (turngate.stop_signals)."""
+    StopSignals(stop).install()
+
+
+#: `turngate dev`: a graceful stop takes about two seconds; past this it is forced.
+DEV_STOP_GRACE_S = 8.0
+#: Seconds the Temporal dev server gets for its own clean stop before it is killed.
+DEV_SERVER_STOP_S = 3.0
+#: Seconds an open HTTP connection (an SSE stream such as /tail) may delay the API's stop.
+API_STOP_GRACE_S = 2
 
 
 def _uvicorn_server(app: Any, host: str, port: int) -> Any:
@@ -52,15 +59,29 @@ def _uvicorn_server(app: Any, host: str, port: int) -> Any:
         def capture_signals(self) -> Iterator[None]:
             yield
 
-    return _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        # an open /tail or turn stream would otherwise hold the stop for as long as it stays open
+        timeout_graceful_shutdown=API_STOP_GRACE_S,
+    )
+    return _Server(config)
 
 
 async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | None = None) -> None:
+    from sse_starlette.sse import AppStatus
+
     from turngate.api.app import create_app
 
     server = _uvicorn_server(create_app(settings, client=client), settings.host, settings.port)
     task = asyncio.create_task(server.serve())
     await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+    # SSE streams (/tail, turn streams) end themselves instead of waiting for the grace timeout
+    # (one server per process here, so the library's process-wide flag is ours to set).
+    AppStatus.should_exit = True
     server.should_exit = True
     await task
     if not server.started:
@@ -71,7 +92,7 @@ async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | N
 
 
 async def cmd_dev(args: argparse.Namespace) -> int:
-    from turngate.devserver import DevServer
+    from turngate.devserver import DevServer, DevServerError
     from turngate.temporal_client import connect
     from turngate.worker.run import running_worker
 
@@ -102,7 +123,11 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     if args.encrypt:
         settings = _dev_encryption(settings, server)
     stop = asyncio.Event()
-    _stop_on_signals(stop)
+    StopSignals(stop, grace_s=DEV_STOP_GRACE_S, on_force=server.kill).install()
+    try:
+        await server.check_port_free()
+    except DevServerError as exc:
+        raise SystemExit(str(exc)) from None
     print(f"turngate {__version__}: starting Temporal dev server on {server.address} ...", flush=True)
     server.start()
     try:
@@ -134,7 +159,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
             await _serve_api(settings, stop, client)
     finally:
         print("turngate: stopping ...", flush=True)
-        server.stop()
+        server.stop(timeout_s=DEV_SERVER_STOP_S)
     return 0
 
 
@@ -328,6 +353,8 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         workers=args.workers,
         cache_events=args.cache_events,
         replay_policy=args.replay_policy,
+        events_file=Path(args.events) if args.events else None,
+        artifacts_dir=args.artifacts,
     )
 
 
@@ -457,6 +484,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="missing snapshot artifacts older than this (the gc window, e.g. 7d) are expected",
     )
     verify.add_argument("--ledger-url", help="default: the configured ledger")
+    verify.add_argument(
+        "--events",
+        metavar="FILE",
+        help=(
+            "verify an exported stream offline instead of the ledger: JSON Lines of /snapshot "
+            "events or pages (a contiguous range of one ledger); no database needed"
+        ),
+    )
+    verify.add_argument(
+        "--artifacts",
+        metavar="DIR",
+        help="with --events: the exported artifact directory (or s3:// URL); without it none are checked",
+    )
     verify.add_argument(
         "--workers",
         type=positive_int,

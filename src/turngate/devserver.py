@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import errno
 import logging
 import os
 import shutil
@@ -16,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +36,54 @@ THROTTLE_OVERRIDES = (
 
 class DevServerError(RuntimeError):
     pass
+
+
+#: ``prctl(2)`` option: the signal the kernel sends this process when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child die (SIGKILL) when this process dies, however it
+    dies (also on SIGKILL, which runs no clean-up): Linux ``prctl(PR_SET_PDEATHSIG)``. None
+    elsewhere. The kernel ties it to the *thread* that starts the child: start it from a thread
+    that lives as long as the process (the main thread)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here, not in the forked child
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something listens on ``host:port`` (connections in TIME_WAIT do not count: the
+    dev server binds with SO_REUSEADDR too)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            raise
+    return False
+
+
+async def temporal_answers(address: str, timeout_s: float = 3.0) -> bool:
+    """Whether a Temporal frontend answers at ``address``."""
+    from temporalio.client import Client
+
+    try:
+        await asyncio.wait_for(Client.connect(address), timeout_s)
+    except Exception:
+        return False
+    return True
 
 
 def find_temporal_cli() -> Path:
@@ -98,12 +149,33 @@ class DevServer:
             cmd += ["--dynamic-config-value", override]
         return cmd + self.extra_args
 
+    async def check_port_free(self) -> None:
+        """Refuse clearly when the frontend port is taken (a dev server left over from an
+        earlier ``turngate dev`` that was killed is the usual culprit): starting anyway would
+        either fail late or, worse, talk to the stale server."""
+        if not port_in_use(self.host, self.port):
+            return
+        if await temporal_answers(self.address):
+            raise DevServerError(
+                f"a Temporal server already answers on {self.address}: probably a dev server left "
+                "over from an earlier `turngate dev`. Stop it (e.g. `pkill -f 'temporal server "
+                f"start-dev.*--port {self.port}'`), or pass --temporal-port for another port"
+            )
+        raise DevServerError(
+            f"port {self.port} on {self.host} is in use by another program; stop it or pass --temporal-port"
+        )
+
     def start(self) -> None:
+        """Start the dev server; it dies with this process, even if this process is killed."""
         if self.db_file is not None:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
-            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            self.command(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches turngate only; it stops the server in order
+            preexec_fn=die_with_parent(),  # only prctl between fork and exec
         )
 
     async def wait_ready(self, timeout_s: float = 60.0) -> None:
@@ -126,6 +198,12 @@ class DevServer:
                 last_error = exc
                 await asyncio.sleep(0.2)
         raise DevServerError(f"temporal dev server not ready after {timeout_s}s: {last_error}")
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group at once (a forced stop)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -192,3 +192,49 @@ def test_an_offloaded_answer_is_named_by_pointer_and_counted_whole(new_chain):
     assert 10_000 <= answer_tokens <= 10_010
     trimmed = assemble(None, resolution, "and?", budget_tokens=9_000)
     assert trimmed.message_artifacts == {} and answer.digest in [e.item_id for e in trimmed.excluded]
+
+
+TOOL = {
+    "name": "transition_phase",
+    "description": "Move the exercise on once the student has understood.",
+    "parameters": {"type": "object", "properties": {"signal": {"type": "string"}}},
+}
+
+
+def test_offered_tool_definitions_count_against_the_budget(new_chain):
+    """The budget covers everything sent: with the definitions the same budget trims one more
+    pair; at exactly the total with tools nothing is trimmed, one token under it is."""
+    chain = new_chain()
+    _, _, resolution = conversation(chain, 4, size=30)
+    without = assemble(SYSTEM, resolution, "current question")
+    with_tools = assemble(SYSTEM, resolution, "current question", tool_definitions=[TOOL])
+    tool_tokens = chars_div_3(canonical_bytes([TOOL]).decode())
+    assert with_tools.estimated_tokens == without.estimated_tokens + tool_tokens
+    at = assemble(
+        SYSTEM,
+        resolution,
+        "current question",
+        tool_definitions=[TOOL],
+        budget_tokens=with_tools.estimated_tokens,
+    )
+    assert at.fits and at.excluded == [] and at.messages == with_tools.messages
+    under = assemble(
+        SYSTEM,
+        resolution,
+        "current question",
+        tool_definitions=[TOOL],
+        budget_tokens=with_tools.estimated_tokens - 1,
+    )
+    assert len(under.excluded) == 2 and under.estimated_tokens <= with_tools.estimated_tokens - 1
+    # The same budget without tools keeps every pair: the definitions made the difference.
+    same_budget = assemble(
+        SYSTEM, resolution, "current question", budget_tokens=with_tools.estimated_tokens - 1
+    )
+    assert same_budget.excluded == []
+
+
+def test_tool_definitions_are_never_trimmed(new_chain):
+    chain = new_chain()
+    _, _, resolution = conversation(chain, 2, size=30)
+    assembly = assemble(SYSTEM, resolution, "now", tool_definitions=[TOOL] * 3, budget_tokens=5)
+    assert not assembly.fits and len(assembly.messages) == 2  # system + current, every pair trimmed

@@ -135,6 +135,20 @@ def test_refs_only_point_to_earlier_events(new_chain):
     assert err.value.code == REF_NOT_FOUND
 
 
+def test_a_ref_to_a_turn_recorded_after_the_intent_is_not_found(new_chain):
+    """Two turns in flight in one thread: the first names the second, whose INTENT (and even
+    EXECUTION) came later. Handed every event of the thread, resolution still refuses it."""
+    chain = new_chain()
+    chain.turn("T", "1", "hi")
+    intent = chain.intent("T", "2", "x", parent="1", refs=[ev("3"), ev("3", "execution")])
+    later = chain.turn("T", "3", "later", parent="1", refs=[ev("1")])
+    for refs in ([ev("3")], [ev("3", "execution")], [{"ref_id": later[0].digest}]):
+        current = intent.model_copy(update={"payload": {**intent.payload, "declared_refs": refs}})
+        with pytest.raises(RefResolutionError) as err:
+            resolve_refs(current, [*chain.events[:3], *later[:2], later[2]], DEFAULT)
+        assert err.value.code == REF_NOT_FOUND, refs
+
+
 def test_cross_thread_ref_to_an_event_that_exists_elsewhere(new_chain):
     chain = new_chain()
     other, _, _ = chain.turn("OTHER", "o1", "secret", correlation="corr-other")

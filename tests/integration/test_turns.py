@@ -113,7 +113,6 @@ async def test_refs_resolve_governance_and_execution_only(settings) -> None:
         ({"declared_refs": [{"ref_type": "event", "ref_id": "nope"}]}, "REF_NOT_FOUND"),
         ({"declared_refs": [{"ref_type": "event", "ref_id": "c-other"}]}, "CROSS_THREAD_REF"),
         ({"declared_refs": [{"ref_id": f"r{i}"} for i in range(51)]}, "MAX_REFS_EXCEEDED"),
-        ({"parent_turn_id": "c-other", "declared_refs": []}, "EMPTY_REFS_DENIED"),
     ],
 )
 async def test_ref_errors_end_in_a_recorded_deny(settings, payload, code) -> None:
@@ -125,6 +124,20 @@ async def test_ref_errors_end_in_a_recorded_deny(settings, payload, code) -> Non
         assert code in decision["reason_codes"]
         snap = (await stack.http.get("/snapshot", params={"thread_id": "t"})).json()
         assert kinds(snap) == ["INTENT", "DECISION"]
+
+
+async def test_continuing_a_thread_with_no_refs_ends_in_a_recorded_deny(settings) -> None:
+    async with running_stack(settings) as stack:
+        await stack.chat("first", correlation_id="c-first", thread_id="t")
+        body = (
+            await stack.chat(
+                "hi", correlation_id="c-ref", thread_id="t", parent_turn_id="c-first", declared_refs=[]
+            )
+        ).json()
+        decision = body["decision"]["payload"]
+        assert (decision["decision"], decision["reason_codes"]) == ("DENY", ["EMPTY_REFS_DENIED"])
+        snap = (await stack.http.get("/snapshot", params={"thread_id": "t"})).json()
+        assert kinds(snap) == ["INTENT", "DECISION", "EXECUTION", "INTENT", "DECISION"]
 
 
 BAD_BODIES = [

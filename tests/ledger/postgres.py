@@ -22,9 +22,11 @@ import os
 import pwd
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -208,8 +210,12 @@ def _free_port() -> int:
 
 
 class ThrowawayCluster:
-    def __init__(self, bin_dir: Path) -> None:
+    """``crash_safe``: a commit is durable against a crash of the server (``synchronous_commit``
+    on; by default it is off, which loses the last commits when the postmaster is killed)."""
+
+    def __init__(self, bin_dir: Path, *, crash_safe: bool = False) -> None:
         self.bin_dir = bin_dir
+        self.crash_safe = crash_safe
         self.root = Path(tempfile.mkdtemp(prefix="turngate-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "postgres.log"
@@ -238,24 +244,52 @@ class ThrowawayCluster:
         last_error = ""
         for _attempt in range(3):
             self.port = _free_port()
-            options = (
-                f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-            )
-            started = self._run(
-                [
-                    *(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log)),
-                    *("-w", "-t", "30", "-o", options, "start"),
-                ]
-            )
-            if started.returncode == 0:
+            last_error = self._pg_ctl_start()
+            if not last_error:
                 self._started = True
                 atexit.register(self.stop)
                 return make_url(f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres")
-            last_error = (started.stderr or started.stdout).strip()
-            with contextlib.suppress(OSError):
-                last_error += "\n" + self.log.read_text()[-800:]
         raise RuntimeError(f"pg_ctl start failed: {last_error[-800:]}")
+
+    def _pg_ctl_start(self) -> str:
+        """Start the server on ``self.port``; "" when it runs, else why not."""
+        # fsync off keeps commits across a process crash (the OS still holds the pages), not
+        # synchronous_commit off (the WAL buffer dies with the server).
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            f"-c synchronous_commit={'on' if self.crash_safe else 'off'} "
+            "-c full_page_writes=off -c max_connections=200"
+        )
+        started = self._run(
+            [
+                *(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log)),
+                *("-w", "-t", "30", "-o", options, "start"),
+            ]
+        )
+        if started.returncode == 0:
+            return ""
+        error = (started.stderr or started.stdout).strip()
+        with contextlib.suppress(OSError):
+            error += "\n" + self.log.read_text()[-800:]
+        return error
+
+    def crash(self) -> int:
+        """SIGKILL the postmaster (its backends exit on their own); returns its pid."""
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def restart(self, timeout_s: float = 60) -> None:
+        """Start again on the same port after :meth:`crash` (crash recovery runs first). Retried
+        while the killed server's backends still hold its shared memory."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            error = self._pg_ctl_start()
+            if not error:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"pg_ctl start after a crash failed: {error[-800:]}")
+            time.sleep(0.5)
 
     def stop(self) -> None:
         if self._started:

@@ -18,13 +18,14 @@ from turngate.api import ingress, jobs, observe, stream
 from turngate.api.admission import TurnSlots
 from turngate.api.codec import mount_codec
 from turngate.api.errors import error_response
+from turngate.api.ledger_outage import LedgerOutage
 from turngate.api.openai_compat import routes as openai_routes
 from turngate.api.openapi import ERRORS, install_openapi
 from turngate.api.state import ApiState
 from turngate.api.ui import mount_ui
 from turngate.api.watcher import LedgerWatcher
 from turngate.artifacts import open_artifact_store
-from turngate.ledger import LedgerStore
+from turngate.ledger import LedgerStore, LedgerUnavailableError
 from turngate.policy_lifecycle import routes as policy_routes
 from turngate.security.auth import Authenticator, AuthError, authorize
 from turngate.security.keys import KeyStore
@@ -58,7 +59,9 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         temporal = client or await connect(settings)
         app.state.search_attributes = await ensure_search_attributes(temporal)
         store = LedgerStore(settings.effective_ledger_url)
-        watcher = LedgerWatcher(store)
+        outage = LedgerOutage(store.head)
+        app.state.ledger_outage = outage
+        watcher = LedgerWatcher(store, outage=outage)
         watcher.start()
         app.state.token_bus = open_token_bus(settings.effective_token_bus_url)
         app.state.turn_slots = TurnSlots(settings.turn_queue_max)
@@ -81,6 +84,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
             metrics.unwatch()
             await app.state.turn_slots.aclose()
             await watcher.stop()
+            await outage.aclose()
             await app.state.token_bus.aclose()
             # a shared backend: pending lease releases, then its client (may wait on Redis)
             await asyncio.to_thread(limits.close)
@@ -119,6 +123,12 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         response = error_response(exc.status, exc.reason_code, exc.detail)
         response.headers.update(exc.headers)
         return response
+
+    @app.exception_handler(LedgerUnavailableError)
+    async def ledger_unavailable(request: Request, exc: LedgerUnavailableError) -> JSONResponse:
+        outage: LedgerOutage = request.app.state.ledger_outage
+        outage.failed(exc)
+        return outage.response()
 
     @app.exception_handler(RequestValidationError)
     async def invalid_query(_: Request, exc: RequestValidationError) -> JSONResponse:

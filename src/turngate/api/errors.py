@@ -10,6 +10,7 @@ from turngate.core.events import AdmissionError
 ADMISSION_STATUS = {
     "admission.malformed_json": 400,
     "admission.too_deep": 400,
+    "admission.invalid_parent": 400,
     "admission.payload_too_large": 413,
     "admission.intent_too_large": 413,
     "admission.correlation_conflict": 409,

@@ -120,6 +120,26 @@ def _check_correlation(state: ApiState, envelope: IntentEnvelope, scoped: bool) 
             )
 
 
+def _check_parent(state: ApiState, envelope: IntentEnvelope) -> None:
+    """A thread's parent chain is part of its structure: ``parent_turn_id`` must name another
+    turn already recorded in this thread (the caller's tenant only)."""
+    parent = envelope.payload.parent_turn_id
+    if parent is None:
+        return
+    if parent == envelope.turn_id:
+        raise AdmissionError(
+            "admission.invalid_parent",
+            f"parent_turn_id {parent!r} is the turn itself",
+            "payload.parent_turn_id",
+        )
+    if not state.store.turn_events(envelope.thread_id, parent, tenant_id=envelope.tenant_id):
+        raise AdmissionError(
+            "admission.invalid_parent",
+            f"parent_turn_id missing: no turn {parent!r} is recorded in thread {envelope.thread_id!r}",
+            "payload.parent_turn_id",
+        )
+
+
 async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) -> bool:
     """Start the turn (durable once this returns); an existing turn with this id is reused.
     Returns False when the turn had already finished."""
@@ -141,8 +161,9 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
                     SearchAttributePair(SA_THREAD_ID, envelope.thread_id),
                     SearchAttributePair(SA_TURN_ID, envelope.turn_id),
                     SearchAttributePair(SA_ACTOR, envelope.payload.actor),
+                    # /status shows a tenant's callers their own actors' queue positions
+                    *([SearchAttributePair(SA_TENANT_ID, envelope.tenant_id)] if envelope.tenant_id else []),
                 ]
-                + ([SearchAttributePair(SA_TENANT_ID, envelope.tenant_id)] if envelope.tenant_id else [])
             ),
         )
     except WorkflowAlreadyStartedError:
@@ -197,6 +218,7 @@ async def admit_intent(
         envelope = _with_principal(envelope, principal)
         check_intent_fits(envelope)
         await asyncio.to_thread(_check_correlation, state, envelope, principal.tenant_id is not None)
+        await asyncio.to_thread(_check_parent, state, envelope)
     except AdmissionError as exc:
         return admission_response(exc)
     slots: TurnSlots = request.app.state.turn_slots

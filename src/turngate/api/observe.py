@@ -16,6 +16,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from turngate import __version__
 from turngate.api.errors import error_response
+from turngate.api.ledger_outage import RETRY_AFTER_S, LedgerOutage
 from turngate.api.openapi import Capabilities, Health, SnapshotPage, Status, VerifyReport, sse
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, MAX_ID_CHARS, Event
@@ -23,6 +24,8 @@ from turngate.core.json_depth import MAX_JSON_DEPTH
 from turngate.jobs.models import JOB_TYPES
 from turngate.jobs.queues import job_queues
 from turngate.jobs.status import job_runtime
+from turngate.ledger import LedgerUnavailableError
+from turngate.schemas import CAPABILITIES_SCHEMA_VERSION, STATUS_SCHEMA_VERSION
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLES
 from turngate.security.routes import PUBLIC, ROUTE_ROLES
@@ -135,6 +138,7 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
     """What this gateway offers: providers, models, intent types, limits and config digests."""
     boundary, settings = state.boundary, state.settings
     return {
+        "schema_version": CAPABILITIES_SCHEMA_VERSION,
         "gateway": "turngate",
         "version": __version__,
         "interface_version": INTERFACE_VERSION,
@@ -207,8 +211,9 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
 @router.get("/status", response_model=None, responses={200: {"model": Status}})
 async def status(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
     """Runtime status: ledger head, running turns, LLM queue and each actor's position in it
-    (actor positions only for unscoped callers: actors are tenant data; counts are not)."""
-    scoped = request_principal(request).tenant_id is not None
+    (a tenant-scoped caller sees its own tenant's actors only: actors are tenant data; counts
+    and positions in the one shared queue are not)."""
+    tenant = request_principal(request).tenant_id
     length, head = await asyncio.to_thread(state.store.head)
     turns: dict[str, Any] = {"running": None}
     queue_position: dict[str, int] = {}
@@ -227,7 +232,8 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         )
         for position, wf in enumerate(allowed, start=1):
             actor = _sa(wf, "TurngateActor")
-            if actor and actor not in queue_position and not scoped:
+            visible = tenant is None or _sa(wf, "TurngateTenantId") == tenant
+            if actor and visible and actor not in queue_position:
                 queue_position[actor] = position
         turns["in_llm_stage"] = len(allowed)
     except Exception as exc:  # status must answer even when Temporal does not
@@ -243,6 +249,7 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
             log.warning("status: job runtime query failed: %s", exc)
     job_types = {t: state.settings.job_queue_max for t in JOB_TYPES}
     return {
+        "schema_version": STATUS_SCHEMA_VERSION,
         "ok": temporal_ok,
         "gateway": "turngate",
         "version": __version__,
@@ -332,14 +339,21 @@ async def verify(
 
 
 @router.get("/healthz", response_model=None, responses={200: {"model": Health}})
-async def healthz(state: Annotated[ApiState, Depends(api_state)]) -> JSONResponse | dict[str, Any]:
-    """Liveness + readiness: the ledger answers and Temporal is reachable."""
+async def healthz(
+    request: Request, state: Annotated[ApiState, Depends(api_state)]
+) -> JSONResponse | dict[str, Any]:
+    """Liveness + readiness: the ledger answers and Temporal is reachable. During a ledger
+    outage: 503 `ledger.unavailable` with `ledger: "down"` and `Retry-After`."""
+    outage: LedgerOutage = request.app.state.ledger_outage
     try:
         length, _ = await asyncio.to_thread(state.store.head)
-    except Exception as exc:
-        return error_response(503, "ledger.unavailable", str(exc))
+    except LedgerUnavailableError as exc:
+        outage.failed(exc)
+        body = {"ok": False, "reason_code": "ledger.unavailable", "detail": str(exc), "ledger": "down"}
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+    outage.recovered()
     try:
         await asyncio.wait_for(state.client.service_client.check_health(), 2.0)
     except Exception as exc:
         return error_response(503, "temporal.unavailable", f"temporal health check failed: {exc}")
-    return {"ok": True, "ledger_length": length}
+    return {"ok": True, "ledger": "up", "ledger_length": length}

@@ -7,7 +7,9 @@ Events:
   or the stream is being corrected from the ledger: then ``"source": "ledger"``)
 - ``redact`` ``{"reason"}``: the EXECUTION is redacted; the client hides the answer
 - ``done``: ``{"phase_transition", "next_phase", "exchanges_count", "correlation_id",
-  "execution_index", "error"}`` once the EXECUTION is recorded, or
+  "execution_index", "error"}`` once the EXECUTION is recorded (``{"debrief_complete": true,
+  "correlation_id", "execution_index", "error"}`` for a turn decided under a profile whose
+  ``done_event`` is ``"debrief"``), or
   ``{"decision": "DENY", "reason_codes", "correlation_id"}`` for a denied turn
 
 Tokens come from the token bus (a side channel); the end of the turn comes from the ledger (the
@@ -116,16 +118,22 @@ def _terminal(correlation_id: str, events: dict[str, Event]) -> dict[str, str]:
     payload = execution.payload
     if payload.get("redacted"):
         return _sse("redact", {"reason": (payload.get("redaction") or {}).get("reason_code")})
+    ending = {
+        "correlation_id": correlation_id,
+        "execution_index": execution.index,
+        "error": payload.get("error"),
+    }
+    prompt = (decision.payload.get("prompt") if decision is not None else None) or {}
+    if prompt.get("done_event") == "debrief":  # decided under a profile with done_event "debrief"
+        return _sse("done", {"debrief_complete": True} | ending)
     return _sse(
         "done",
         {
             "phase_transition": payload.get("phase_transition"),
             "next_phase": payload.get("next_phase"),
             "exchanges_count": payload.get("exchanges_count"),
-            "correlation_id": correlation_id,
-            "execution_index": execution.index,
-            "error": payload.get("error"),
-        },
+        }
+        | ending,
     )
 
 

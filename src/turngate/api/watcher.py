@@ -14,9 +14,13 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from turngate.core.events import Event
-from turngate.ledger import LedgerStore
+from turngate.ledger import LedgerStore, LedgerUnavailableError
+
+if TYPE_CHECKING:
+    from turngate.api.ledger_outage import LedgerOutage
 
 log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, str]  # (stream_id, thread_id, turn_id)
@@ -40,8 +44,11 @@ class _TurnWaiter:
 
 
 class LedgerWatcher:
-    def __init__(self, store: LedgerStore, *, poll_interval_s: float = 0.003) -> None:
+    def __init__(
+        self, store: LedgerStore, *, poll_interval_s: float = 0.003, outage: LedgerOutage | None = None
+    ) -> None:
         self._store = store
+        self._outage = outage
         self._poll = poll_interval_s
         self._changed = asyncio.Condition()
         self._interest = 0
@@ -76,7 +83,14 @@ class LedgerWatcher:
                     continue
                 try:
                     await self._dispatch_new_events()
-                except Exception:  # a transient ledger error must not kill the watcher
+                except LedgerUnavailableError as exc:  # an outage: reported once, read again
+                    if self._outage is not None:
+                        self._outage.failed(exc)
+                    else:
+                        log.warning("ledger read failed; retrying: %s", exc)
+                    await asyncio.sleep(0.5)
+                    continue
+                except Exception:  # any other ledger error must not kill the watcher either
                     log.exception("ledger read failed; retrying")
                     await asyncio.sleep(0.5)
                     continue  # still pending: read again

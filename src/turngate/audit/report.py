@@ -8,10 +8,12 @@ ledger, the artifact store, the context config), writes the report to ``out`` an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from turngate.audit.verify import AuditReport, Finding, verify_all
@@ -108,46 +110,61 @@ def verify_command(
     workers: int | None = None,
     cache_events: int | None = None,
     replay_policy: bool = False,
+    events_file: Path | None = None,
+    artifacts_dir: str | None = None,
 ) -> int:
     """`turngate verify [--thread T] [--since N] [--until N] [--json]`: 0 ok, 1 failures, 2 error.
 
     ``replay_policy``: also decide every DECISION of the configured policy again
-    (:mod:`turngate.audit.policy_replay`); a different answer is a failure."""
+    (:mod:`turngate.audit.policy_replay`); a different answer is a failure. With ``events_file``
+    (``--events``) an exported stream is verified offline instead of the ledger
+    (:mod:`turngate.audit.export`); its artifacts come from ``artifacts_dir`` or are not
+    checked."""
     from turngate.artifacts import ArtifactConfigError, open_artifact_store
+    from turngate.audit.export import ExportError, ledger_from_export
     from turngate.core.context import ContextConfigError, load_context_config
     from turngate.ledger import LedgerError, LedgerStore
 
     try:
         context_config = load_context_config(settings.context_config_path, os.environ)
-        artifacts = open_artifact_store(settings.effective_artifacts) if check_artifacts else None
+        if events_file is not None:
+            artifacts = open_artifact_store(artifacts_dir) if artifacts_dir else None
+        else:
+            artifacts = open_artifact_store(settings.effective_artifacts) if check_artifacts else None
     except (ContextConfigError, ArtifactConfigError) as exc:
         err.write(f"verify: {exc}\n")
         return EXIT_ERROR
     try:
-        store = LedgerStore(ledger_url or settings.effective_ledger_url)
-    except LedgerError as exc:
-        err.write(f"verify: cannot open the ledger: {exc}\n")
+        with contextlib.ExitStack() as stack:
+            if events_file is not None:
+                store = stack.enter_context(ledger_from_export(events_file))
+            else:
+                try:
+                    store = LedgerStore(ledger_url or settings.effective_ledger_url)
+                except LedgerError as exc:
+                    err.write(f"verify: cannot open the ledger: {exc}\n")
+                    return EXIT_ERROR
+                stack.callback(store.close)
+            report = verify_all(
+                store,
+                artifacts=artifacts,
+                context_config=context_config,
+                thread_id=thread_id,
+                since_index=since,
+                until_index=until,
+                progress=ProgressPrinter(err),
+                snapshot_grace=snapshot_grace,
+                workers=workers,
+                cache_events=cache_events,
+            )
+            if replay_policy:
+                report = _with_policy_replay(report, store, settings, context_config, thread_id, since, until)
+    except (ExportError, OSError) as exc:
+        err.write(f"verify: cannot read the export {events_file}: {exc}\n")
         return EXIT_ERROR
-    try:
-        report = verify_all(
-            store,
-            artifacts=artifacts,
-            context_config=context_config,
-            thread_id=thread_id,
-            since_index=since,
-            until_index=until,
-            progress=ProgressPrinter(err),
-            snapshot_grace=snapshot_grace,
-            workers=workers,
-            cache_events=cache_events,
-        )
-        if replay_policy:
-            report = _with_policy_replay(report, store, settings, context_config, thread_id, since, until)
     except LedgerError as exc:
         err.write(f"verify: the ledger could not be read: {exc}\n")
         return EXIT_ERROR
-    finally:
-        store.close()
     out.write(report.model_dump_json(indent=2) + "\n" if as_json else render_verify_text(report))
     return EXIT_OK if report.ok else EXIT_FAILED
 

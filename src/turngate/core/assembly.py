@@ -121,6 +121,7 @@ def assemble(
     current: Event | None = None,
     external: Sequence[ExternalItem] = (),
     client_messages: Sequence[ClientMessage] = (),
+    tool_definitions: Sequence[Mapping[str, Any]] = (),
 ) -> Assembly:
     """Assemble the messages for one turn. Deterministic for equal inputs.
 
@@ -129,7 +130,9 @@ def assemble(
     handles, in rank order) become one user message just before the current one; over budget
     they go after the history, last-ranked first. ``client_messages`` (the client's own system
     message and unmatched history, recorded in the INTENT) follow the system prompt, in the order
-    sent, and are never trimmed.
+    sent, and are never trimmed. ``tool_definitions`` (the tools offered this turn) are sent too,
+    so they count against the budget like the system prompt (their canonical JSON, estimated),
+    and like it they are never trimmed.
     """
     if budget_tokens < 1:
         raise ValueError("budget_tokens must be at least 1")
@@ -185,6 +188,8 @@ def assemble(
 
     fixed = estimate(user_message) + (estimate(system_prompt) if system_prompt else 0)
     fixed += sum(estimate(message.content) for message in client_messages)
+    if tool_definitions:
+        fixed += estimate(canonical_bytes(list(tool_definitions)).decode("utf-8"))
     outside = list(external)
     outside_tokens = [estimate(external_message([item])) - estimate(EXTERNAL_PREAMBLE) for item in outside]
     if outside:

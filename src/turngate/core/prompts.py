@@ -485,6 +485,9 @@ class Profile(_Frozen):
     layers: tuple[LayerSpec, ...] = Field(min_length=1)
     trim_history: bool = True
     tools: tuple[str, ...] = ()
+    #: The shape of the turn stream's final ``done`` event: the dialogue's phase fields, or
+    #: ``{"debrief_complete": true}`` for a debrief.
+    done_event: Literal["dialogue", "debrief"] = "dialogue"
 
     @field_validator("layers")
     @classmethod
@@ -497,7 +500,9 @@ class Profile(_Frozen):
 
     @property
     def digest(self) -> str:
-        return digest(self.model_dump(mode="json"))
+        # done_event is in the digest once set (profiles without it keep their earlier digest)
+        exclude = {"done_event"} if self.done_event == "dialogue" else set()
+        return digest(self.model_dump(mode="json", exclude=exclude))
 
 
 class ProfileRule(_Frozen):
@@ -632,6 +637,7 @@ class SystemPrompt(_Frozen):
     profile_digest: str
     text_sha256: str
     trim_history: bool
+    done_event: Literal["dialogue", "debrief"] = "dialogue"
 
 
 def build_system_prompt(
@@ -718,6 +724,7 @@ def build_system_prompt(
         profile_digest=profile.digest,
         text_sha256=digest_bytes(text.encode("utf-8")),
         trim_history=profile.trim_history,
+        done_event=profile.done_event,
     )
 
 

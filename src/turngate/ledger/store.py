@@ -250,6 +250,11 @@ def _unavailable_on_db_errors(action: str) -> Iterator[None]:
         raise LedgerUnavailableError(f"ledger {action} failed: {exc}") from exc
 
 
+#: For modules that read the ledger's database through its engine (API key lookup): the same
+#: translation, so an outage reads as :class:`LedgerUnavailableError` everywhere.
+unavailable_on_db_errors = _unavailable_on_db_errors
+
+
 # --------------------------------------------------------------------------- rows <-> events
 
 
@@ -504,16 +509,16 @@ class LedgerStore:
         with self._read("thread_has_other_tenant") as conn:
             return bool(conn.execute(query).scalar())
 
-    def first_in_thread(self, thread_id: str, kind: str) -> Event | None:
-        """The thread's earliest event of ``kind`` (one index lookup on (thread_id, index))."""
-        found = self._select(
+    def in_thread(self, thread_id: str, kind: str, *, after_index: int = -1, limit: int = 16) -> list[Event]:
+        """The thread's events of ``kind`` after ``after_index``, oldest first, at most ``limit``
+        (an index seek on (thread_id, index), never a scan of the thread)."""
+        return self._select(
             select(events)
-            .where(events.c.thread_id == thread_id, events.c.kind == str(kind))
+            .where(events.c.thread_id == thread_id, events.c.kind == str(kind), index_column > after_index)
             .order_by(index_column)
-            .limit(1),
-            "first_in_thread",
+            .limit(_cap(limit)),
+            "in_thread",
         )
-        return found[0] if found else None
 
     def fetch_ref_candidates(
         self, thread_id: str, ref_ids: Sequence[str], *, tenant_id: str | None = None

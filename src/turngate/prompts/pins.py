@@ -1,9 +1,12 @@
 """Prompt snapshots pinned per thread (the prompt-assembly pipeline's live session integrity).
 
-A thread's first turn loads the pack's layers from disk, stores the snapshot content-addressed
-in the artifact store and records it in its DECISION; every later turn of the thread uses that
-snapshot, even if the files changed on disk since. A new thread picks up edited files. Finding
-the pin costs one indexed lookup (the thread's first DECISION), never a scan of the thread.
+A thread's first turn that gets a prompt loads the pack's layers from disk, stores the snapshot
+content-addressed in the artifact store and records it in its DECISION; every later turn of the
+thread uses that snapshot, even if the files changed on disk since. A new thread picks up edited
+files. The pin is the thread's first DECISION that recorded a prompt: a first turn denied before
+its prompt was built (``model.unavailable``, a prompt error) pins nothing, and the next turn that
+gets one pins it. Finding the pin reads the thread's DECISIONs from the first until one recorded a
+prompt (usually the first: one indexed lookup), never the rest of the thread.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from turngate.ledger import LedgerStore
 from turngate.prompts.loader import load_snapshot
 
 log = logging.getLogger(__name__)
+#: DECISIONs read per query while looking for the pin.
+PIN_PAGE = 16
 
 
 class PromptPins:
@@ -50,7 +55,7 @@ class PromptPins:
         return context.model_copy(update={"redaction_reason": self._redaction_reason(intent)})
 
     def _pinned(self, thread_id: str, task_id: str | None, provider: str) -> PromptContext | None:
-        first = self._store.first_in_thread(thread_id, EventKind.DECISION)
+        first = self._first_decision_with_prompt(thread_id)
         prompt = (first.payload.get("prompt") if first else None) or {}
         if not prompt or prompt.get("task_id") != task_id or prompt.get("provider") != provider:
             return None  # no pin yet, or this turn uses another task/provider: a fresh snapshot
@@ -58,6 +63,15 @@ class PromptPins:
         data = self._artifacts.get(pointer["artifact_id"])
         snapshot = snapshot_from_bytes(data, expected_digest=prompt["snapshot_digest"])
         return PromptContext(snapshot=snapshot, snapshot_artifact=pointer, pinned_by_index=first.index)
+
+    def _first_decision_with_prompt(self, thread_id: str) -> Event | None:
+        after = -1
+        while True:
+            page = self._store.in_thread(thread_id, EventKind.DECISION, after_index=after, limit=PIN_PAGE)
+            found = next((event for event in page if event.payload.get("prompt")), None)
+            if found is not None or len(page) < PIN_PAGE:
+                return found
+            after = page[-1].index
 
     def _redaction_reason(self, intent: Event) -> str | None:
         """One-shot: the turn right after a redacted answer learns why (the prompt-assembly pipeline)."""

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine, insert, select, update
 
 from turngate.ledger.schema import api_keys
+from turngate.ledger.store import unavailable_on_db_errors
 from turngate.security.principal import ALL_TENANTS, Principal, parse_roles
 
 SECRET_PREFIX = "tgk_"
@@ -106,7 +107,7 @@ class KeyStore:
         """The active key with this secret, or None (unknown, malformed or revoked)."""
         if not secret.startswith(SECRET_PREFIX) or len(secret) > MAX_SECRET_CHARS:
             return None
-        with self._engine.connect() as conn:
+        with unavailable_on_db_errors("API key lookup"), self._engine.connect() as conn:
             row = conn.execute(
                 select(api_keys).where(api_keys.c.secret_sha256 == hash_secret(secret))
             ).first()

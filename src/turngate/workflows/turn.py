@@ -65,6 +65,8 @@ with workflow.unsafe.imports_passed_through():
         TurnResult,
     )
 
+#: workflow.patched id: the offered tool definitions count against the token budget.
+PATCH_TOOLS_IN_BUDGET = "tools-in-token-budget"
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
 # Steps that also write artifacts: their writes end by the boundary's artifact deadline (at most
 # 60 s, then SYSTEM_ERROR), the ledger work around them gets the usual step timeout on top.
@@ -148,6 +150,16 @@ class TurnWorkflow:
             budget = boundary.budget_tokens if system is None or system.trim_history else 10**12
             with workflow.unsafe.imports_passed_through():
                 estimator = get_estimator(boundary.token_estimator)  # loaded once per process
+            if prompts is not None and system is not None:
+                offered = offered_tools(
+                    prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
+                )
+                outcome.payload["prompt"]["tools_offered"] = [spec.name for spec in offered]
+            if client is not None:
+                offered += [tool.spec() for tool in client.tools]
+            # The offered tool definitions are sent too: they count against the budget (turns
+            # recorded before this rule keep their assembly on replay).
+            counted = offered if offered and workflow.patched(PATCH_TOOLS_IN_BUDGET) else []
             assembly = assemble(
                 system.text if system else None,
                 outcome.resolution,
@@ -156,14 +168,8 @@ class TurnWorkflow:
                 estimator=estimator,
                 external=external.items if external is not None else (),
                 client_messages=client.messages if client is not None else (),
+                tool_definitions=[spec.definition() for spec in counted],
             )
-            if prompts is not None and system is not None:
-                offered = offered_tools(
-                    prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
-                )
-                outcome.payload["prompt"]["tools_offered"] = [spec.name for spec in offered]
-            if client is not None:
-                offered += [tool.spec() for tool in client.tools]
         run_id = workflow.info().run_id
         if assembly is not None:
             manifest = build_manifest(
@@ -311,6 +317,7 @@ class TurnWorkflow:
                 "task_id": snapshot.task_id,
                 "provider": snapshot.provider,
                 "profile": system.profile,
+                "done_event": system.done_event,
                 "snapshot_artifact": begin.prompt.snapshot_artifact,
                 "pinned_by_index": begin.prompt.pinned_by_index,
                 "redaction_context": begin.prompt.redaction_reason,
