@@ -16,12 +16,15 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from google.protobuf import json_format
+from pydantic import BaseModel
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import PayloadCodec
 
 from turngate.api.errors import error_response
+from turngate.artifacts import ArtifactError
+from turngate.artifacts.temporal_codec import PayloadArtifactError
 from turngate.encryption import DecryptionError
 from turngate.settings import Settings
 from turngate.temporal_client import data_converter, encryption_keys
@@ -29,6 +32,12 @@ from turngate.temporal_client import data_converter, encryption_keys
 PREFIX = "/codec/"
 
 router = APIRouter()
+
+
+class CodecPayloads(BaseModel):
+    """The remote codec protocol's body, both ways: payloads in protobuf JSON."""
+
+    payloads: list[dict[str, Any]]
 
 
 def _codec(request: Request) -> PayloadCodec | None:
@@ -50,21 +59,24 @@ async def _apply(
         return error_response(400, "codec.bad_request", f'expected {{"payloads": [...]}}: {exc}')
     try:
         converted = await operation(codec)(list(payloads.payloads))
-    except DecryptionError as exc:
+    except (DecryptionError, PayloadArtifactError) as exc:
         return error_response(422, "codec.undecryptable", str(exc))
+    except ArtifactError as exc:  # a payload over 64 KiB lives in the artifact store
+        return error_response(503, "artifact.unavailable", f"the artifact store could not be read: {exc}")
     body: dict[str, Any] = json_format.MessageToDict(Payloads(payloads=converted))
     return JSONResponse({"payloads": body.get("payloads", [])})
 
 
-@router.post("/codec/encode", response_model=None, tags=["codec"])
+@router.post("/codec/encode", response_model=None, tags=["codec"], responses={200: {"model": CodecPayloads}})
 async def encode(request: Request) -> JSONResponse:
     """Encrypt payloads with the active key (Temporal's remote codec protocol)."""
     return await _apply(request, lambda codec: codec.encode)
 
 
-@router.post("/codec/decode", response_model=None, tags=["codec"])
+@router.post("/codec/decode", response_model=None, tags=["codec"], responses={200: {"model": CodecPayloads}})
 async def decode(request: Request) -> JSONResponse:
-    """Decrypt payloads with the key each one names; unencrypted payloads come back unchanged."""
+    """Decrypt payloads with the key each one names (and read back a payload over 64 KiB from the
+    artifact store); unencrypted payloads come back unchanged."""
     return await _apply(request, lambda codec: codec.decode)
 
 

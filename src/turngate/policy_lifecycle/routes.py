@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
+from turngate.policy_lifecycle.history import PolicyHistory
+from turngate.policy_lifecycle.whatif import WhatIfReport
 from turngate.security.auth import request_tenant
 from turngate.settings import Settings
 
@@ -60,7 +62,7 @@ def allowed_policies(settings: Settings) -> frozenset[str]:
     return frozenset(policy_name(name) for name in names)
 
 
-@router.post("/policy/whatif", response_model=None)
+@router.post("/policy/whatif", response_model=None, responses={200: {"model": WhatIfReport}})
 async def policy_whatif(
     body: WhatIfRequest, request: Request, state: Annotated[ApiState, Depends(api_state)]
 ) -> dict[str, Any] | JSONResponse:
@@ -98,7 +100,7 @@ async def policy_whatif(
     return report.model_dump(mode="json")
 
 
-@router.get("/policy/history", response_model=None)
+@router.get("/policy/history", response_model=None, responses={200: {"model": PolicyHistory}})
 async def policy_history_route(
     request: Request, state: Annotated[ApiState, Depends(api_state)]
 ) -> dict[str, Any]:
