@@ -7,6 +7,7 @@ Temporal's execution states or failure classes.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,6 +37,8 @@ from turngate.jobs.models import (
 )
 from turngate.jobs.queues import JOB_TYPE_OF_WORKFLOW, WORKFLOW_NAMES, JobQueues
 from turngate.workflows.shared import SA_TENANT_ID
+
+log = logging.getLogger(__name__)
 
 _CLOSED: dict[WorkflowExecutionStatus, JobState] = {
     WorkflowExecutionStatus.COMPLETED: "completed",
@@ -225,13 +228,16 @@ async def _outcome(
     handle: WorkflowHandle[Any, Any], error: dict[str, Any] | None
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     try:
-        value = await handle.result(rpc_timeout=timedelta(seconds=5))
+        # A loaded server can take seconds to answer; a result that cannot be read is logged,
+        # never silently shown as a completed job without one.
+        value = await handle.result(rpc_timeout=timedelta(seconds=15))
     except WorkflowFailureError as exc:
         cause = exc.cause
         if isinstance(cause, ApplicationError):
             return None, {"type": cause.type or "job.failed", "message": cause.message}
         return None, error or {"type": "job.failed", "message": str(cause)}
-    except Exception:
+    except Exception as exc:
+        log.warning("job %s: its outcome could not be read: %s", handle.id, exc)
         return None, error
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json"), None
