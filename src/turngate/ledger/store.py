@@ -50,6 +50,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, event_digest_scope, seal
+from turngate.ledger import summary
 from turngate.ledger.errors import LedgerConflictError, LedgerError, LedgerUnavailableError
 from turngate.ledger.listen import (
     DEFAULT_POLL_INTERVAL_S,
@@ -444,7 +445,7 @@ class LedgerStore:
         next_index = 0 if last is None else int(last[0]) + 1
         prev_digest: str | None = None if last is None else str(last[1])
         recorded: list[Event] = []
-        new_rows: list[dict[str, Any]] = []
+        new_events: list[Event] = []
         for draft in drafts:
             key = (draft.correlation_id, str(draft.kind))
             existing = known.get(key)
@@ -455,14 +456,16 @@ class LedgerStore:
                 continue
             sealed = seal(draft, next_index, prev_digest, utc_now_iso())
             known[key] = sealed
-            new_rows.append(event_to_row(sealed))
+            new_events.append(sealed)
             recorded.append(sealed)
             next_index += 1
             prev_digest = sealed.digest
-        if new_rows:
+        if new_events:
             # executemany: one INSERT per event, so on PostgreSQL one notification per event
             # (the notify trigger fires per statement); listeners coalesce them.
-            conn.execute(_INSERT_EVENT, new_rows)
+            conn.execute(_INSERT_EVENT, [event_to_row(e) for e in new_events])
+            # the read-side summaries, in this transaction: only what was inserted counts
+            summary.record(conn, new_events)
         return recorded
 
     # ----------------------------------------------------------------- point reads
