@@ -59,7 +59,7 @@ from turngate.ledger.listen import (
     PollingChangeListener,
     PostgresChangeListener,
 )
-from turngate.ledger.schema import EVENT_COLUMNS, events, index_column
+from turngate.ledger.schema import EVENT_COLUMNS, events, index_column, ledger_counts
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
@@ -599,25 +599,61 @@ class LedgerStore:
     ) -> tuple[int, list[Event]]:
         """(length of the filtered log, one page of it), ordered by index.
 
-        ``offset`` is a position within the filtered result (not an event index); ``limit`` is
-        capped at ``MAX_PAGE``. Both values come from one read snapshot.
+        ``offset`` is a 0-based position within the filtered result (not an event index);
+        ``limit`` is capped at ``MAX_PAGE``. Both values come from one read snapshot.
+
+        Cost: unfiltered, position ``offset`` *is* event index ``offset`` (indexes start at 0 and
+        have no gaps), so a page is one primary-key seek and the length is the head's index + 1.
+        Filtered, the length comes from :mod:`turngate.ledger.summary`'s stream counts (a thread
+        filter counts the thread's own entries), and the page's indexes are walked on a covering
+        index ((tenant_id, index), (stream_id, lane, index) or (thread_id, index)) before the
+        page's rows are fetched by index: never a scan of the events themselves.
         """
         conditions = self._filters(stream_id=stream_id, lanes=[lane] if lane else None, tenant_id=tenant_id)
         if thread_id is not None:
             conditions.append(events.c.thread_id == thread_id)
-        page_query = (
-            select(events)
-            .where(*conditions)
-            .order_by(index_column)
-            .offset(max(0, int(offset)))
-            .limit(_cap(limit))
-        )
+        start, size = max(0, int(offset)), _cap(limit)
         with self._read("snapshot") as conn:
-            total = int(
-                conn.execute(select(func.count()).select_from(events).where(*conditions)).scalar_one()
-            )
+            if not conditions:
+                last = conn.execute(_SELECT_LAST).first()
+                total = 0 if last is None else int(last[0]) + 1
+                page_query = select(events).where(index_column >= start).order_by(index_column).limit(size)
+            else:
+                total = self._filtered_length(conn, conditions, stream_id, lane, thread_id, tenant_id)
+                page_indexes = (
+                    select(index_column).where(*conditions).order_by(index_column).offset(start).limit(size)
+                )
+                page_query = (
+                    select(events)
+                    .where(index_column.in_(page_indexes.scalar_subquery()))
+                    .order_by(index_column)
+                )
             rows = conn.execute(page_query).mappings().all()
         return total, [event_from_row(row) for row in rows]
+
+    @staticmethod
+    def _filtered_length(
+        conn: Connection,
+        conditions: list[ColumnElement[bool]],
+        stream_id: str | None,
+        lane: str | None,
+        thread_id: str | None,
+        tenant_id: str | None,
+    ) -> int:
+        if thread_id is not None:  # bounded by the thread's length
+            return int(conn.execute(select(func.count()).select_from(events).where(*conditions)).scalar_one())
+        counted = (
+            [ledger_counts.c.tenant_key == summary.tenant_key(tenant_id)] if tenant_id is not None else []
+        )
+        if stream_id is not None:
+            counted.append(ledger_counts.c.stream_id == stream_id)
+        if lane is not None:
+            counted.append(ledger_counts.c.lane == lane)
+        return int(
+            conn.execute(
+                select(func.coalesce(func.sum(ledger_counts.c.events), 0)).where(*counted)
+            ).scalar_one()
+        )
 
     def since(
         self,
