@@ -12,6 +12,7 @@ and without the summary maintained (interleaved rounds on the same ledger).
     .venv/bin/python bench/reads.py --turns 100000 --backends sqlite
     .venv/bin/python bench/reads.py --turns 2000 --calls 5            # a quick look
     .venv/bin/python bench/reads.py --keep /var/tmp/reads             # keep (and reuse) ledgers
+    .venv/bin/python bench/reads.py --report a.json b.json            # one table of several runs
 
 PostgreSQL: ``--pg-url`` (default ``postgresql+psycopg://postgres@127.0.0.1:5432/test``) names a
 server and a database to connect to; the bench creates ``turngate_bench_reads_<turns>`` there and
@@ -187,6 +188,10 @@ def _requests(length: int, threads: int, turns: int) -> dict[str, Request]:
             "/snapshot",
             {"limit": 100, "stream_id": "default", "lane": "user_chat", "offset": rng.randrange(1000)},
         ),
+        "/snapshot ?stream_id&lane deep offset": lambda k: (
+            "/snapshot",
+            {"limit": 100, "stream_id": "default", "lane": "user_chat", "offset": deep(k)},
+        ),
         "/tail backlog 20": lambda k: ("/tail", {"backlog": 20}),
         "/tail ?since (resume, 20 events)": lambda k: ("/tail", {"since": length - 21, "backlog": 20}),
         "/ui/api/config": lambda k: ("/ui/api/config", {}),
@@ -259,6 +264,11 @@ async def serve_and_time(url: str, length: int, turns: int, calls: int) -> dict[
 # --------------------------------------------------------------------------- report
 
 
+def _cell(reads: dict[str, Any], label: str) -> str:
+    figures = reads.get(label)
+    return "-" if figures is None else f"{figures['p50']:.1f} / {figures['p95']:.1f}"
+
+
 def _verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
@@ -280,7 +290,7 @@ def evaluate(results: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
             lines.append(
                 f"{backend:10} {big:>9} turns  {label:42} p50 {figures['p50']:7.1f} ms  {_verdict(ok)}"
             )
-            if big != small:
+            if big != small and label in sizes[small]["reads"]:
                 ratio = figures["p50"] / max(sizes[small]["reads"][label]["p50"], 0.1)
                 flat = ratio <= FLAT_RATIO or figures["p50"] <= 5.0  # below 5 ms the ratio is noise
                 lines.append(f"{backend:10} {big:>9} vs {small} {label:34} x{ratio:5.2f}  {_verdict(flat)}")
@@ -303,14 +313,9 @@ def table(results: dict[str, dict[int, dict[str, Any]]]) -> str:
     columns = [(backend, size) for backend, sizes in results.items() for size in sorted(sizes)]
     header = "| endpoint | " + " | ".join(f"{b} {s:,} turns p50 / p95 ms" for b, s in columns) + " |"
     rule = "|---|" + "---:|" * len(columns)
-    labels = list(next(iter(next(iter(results.values())).values()))["reads"])
+    labels = list(dict.fromkeys(label for b, s in columns for label in results[b][s]["reads"]))
     rows = [
-        f"| {label} | "
-        + " | ".join(
-            f"{results[b][s]['reads'][label]['p50']:.1f} / {results[b][s]['reads'][label]['p95']:.1f}"
-            for b, s in columns
-        )
-        + " |"
+        f"| {label} | " + " | ".join(_cell(results[b][s]["reads"], label) for b, s in columns) + " |"
         for label in labels
     ]
     extra = [
@@ -341,7 +346,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     parser.add_argument("--keep", help="build the SQLite ledgers here and reuse ledgers already built")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--report", nargs="+", help="measure nothing: print the table of these --json files")
     args = parser.parse_args(argv)
+    if args.report:
+        merged: dict[str, dict[int, dict[str, Any]]] = {}
+        for name in args.report:
+            for backend, sizes in json.loads(Path(name).read_text()).items():
+                merged.setdefault(backend, {}).update({int(size): data for size, data in sizes.items()})
+        print(table(merged))
+        print()
+        print("\n".join(evaluate(merged)))
+        return 0
     workdir = Path(args.keep or "/tmp/turngate-bench-reads")
     workdir.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[int, dict[str, Any]]] = {}
