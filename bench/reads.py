@@ -13,6 +13,8 @@ and without the summary maintained (interleaved rounds on the same ledger).
     .venv/bin/python bench/reads.py --turns 2000 --calls 5            # a quick look
     .venv/bin/python bench/reads.py --keep /var/tmp/reads             # keep (and reuse) ledgers
     .venv/bin/python bench/reads.py --report a.json b.json            # one table of several runs
+    .venv/bin/python bench/reads.py --turns 100000 1000000 --grow-from 100000 --keep DIR
+        # 1M = the built 100k ledger + 9 SQL copies of its events (bench/ledger_copies.py)
 
 PostgreSQL: ``--pg-url`` (default ``postgresql+psycopg://postgres@127.0.0.1:5432/test``) names a
 server and a database to connect to; the bench creates ``turngate_bench_reads_<turns>`` there and
@@ -25,6 +27,7 @@ import argparse
 import asyncio
 import json
 import random
+import sqlite3
 import statistics
 import sys
 import time
@@ -42,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from bench.client import pct
+from bench.ledger_copies import copy_events, thread_name, turn_name
 from bench.stack import start_turngate
 from bench.verify import build_ledger
 from turngate.core.events import EventDraft, EventKind
@@ -59,12 +63,13 @@ TAIL_DEADLINE_S = 20.0
 # --------------------------------------------------------------------------- ledgers
 
 
-def _pg_database(pg_url: str, turns: int, *, fresh: bool) -> str:
-    """A database of its own per size on the server of ``pg_url``; its URL."""
+def _pg_database(pg_url: str, turns: int, *, fresh: bool, template: int | None = None) -> str:
+    """A database of its own per size on the server of ``pg_url`` (a copy of the ``template``
+    size's, if given); its URL."""
     import psycopg
 
     url = make_url(pg_url).set(drivername="postgresql+psycopg")
-    name = f"turngate_bench_reads_{turns}"
+    name = _pg_name(turns)
     admin = psycopg.connect(
         host=url.host, port=url.port or 5432, user=url.username, password=url.password, dbname=url.database
     )
@@ -73,21 +78,45 @@ def _pg_database(pg_url: str, turns: int, *, fresh: bool) -> str:
         exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if exists and fresh:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        if not exists or fresh:
-            admin.execute(f'CREATE DATABASE "{name}"')
+        if exists and template is not None:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        if not exists or fresh or template is not None:
+            like = f' TEMPLATE "{_pg_name(template)}"' if template is not None else ""
+            admin.execute(f'CREATE DATABASE "{name}"{like}')
     finally:
         admin.close()
     return url.set(database=name).render_as_string(hide_password=False)
 
 
-def ledger_url(backend: str, turns: int, workdir: Path, pg_url: str, *, fresh: bool) -> str:
+def _pg_name(turns: int) -> str:
+    return f"turngate_bench_reads_{turns}"
+
+
+def ledger_url(
+    backend: str, turns: int, workdir: Path, pg_url: str, *, fresh: bool, template: int | None = None
+) -> str:
+    """The ledger of this size (fresh: emptied; template: a copy of that size's ledger)."""
     if backend == "postgresql":
-        return _pg_database(pg_url, turns, fresh=fresh)
+        return _pg_database(pg_url, turns, fresh=fresh, template=template)
     path = workdir / f"ledger-{turns}.sqlite3"
-    if fresh:
+    if fresh or template is not None:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
+    if template is not None:
+        with (
+            sqlite3.connect(workdir / f"ledger-{template}.sqlite3") as source,
+            sqlite3.connect(path) as target,
+        ):
+            source.backup(target)
     return f"sqlite:///{path.as_posix()}"
+
+
+def grow(url: str, copies: int) -> dict[str, Any]:
+    """The copied smaller ledger grown ``copies``-fold (see :mod:`bench.ledger_copies`)."""
+    with LedgerStore(url) as store:
+        started = time.perf_counter()
+        events = copy_events(store, copies)
+        return {"build_s": None, "copy_s": round(time.perf_counter() - started, 1), "events": events}
 
 
 def build(url: str, turns: int) -> dict[str, Any]:
@@ -170,11 +199,12 @@ def append_latency(url: str, rounds: int, per_round: int) -> dict[str, Any]:
 Request = Callable[[int], tuple[str, dict[str, Any]]]
 
 
-def _requests(length: int, threads: int, turns: int) -> dict[str, Request]:
+def _requests(length: int, turns: int, base_turns: int) -> dict[str, Request]:
     """Endpoint label -> (path, params) for call number k (another thread or page per call)."""
     rng = random.Random(7)
-    thread = lambda k: f"thread-{rng.randrange(threads):05d}"  # noqa: E731
-    turn = lambda k: f"c-{rng.randrange(turns):07d}"  # noqa: E731
+    threads, base_threads = max(1, turns // 10), max(1, base_turns // 10)
+    thread = lambda k: thread_name(base_threads, rng.randrange(threads))  # noqa: E731
+    turn = lambda k: turn_name(base_turns, rng.randrange(turns))  # noqa: E731
     deep = lambda k: max(0, length - 100 - rng.randrange(1000))  # noqa: E731
     return {
         "/healthz": lambda k: ("/healthz", {}),
@@ -202,7 +232,7 @@ def _requests(length: int, threads: int, turns: int) -> dict[str, Request]:
         ),
         "/ui/api/threads ?q": lambda k: (
             "/ui/api/threads",
-            {"limit": 50, "q": f"thread-{rng.randrange(threads):05d}"},
+            {"limit": 50, "q": thread(k)},
         ),
         "/ui/api/threads ?decision=DENY": lambda k: ("/ui/api/threads", {"limit": 50, "decision": "DENY"}),
         "/ui/api/threads ?since": lambda k: (
@@ -232,11 +262,12 @@ def _tail_ms(http: httpx.Client, params: dict[str, Any]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def time_reads(base_url: str, headers: dict[str, str], length: int, turns: int, calls: int) -> dict[str, Any]:
-    threads = max(1, turns // 10)
+def time_reads(
+    base_url: str, headers: dict[str, str], length: int, turns: int, base_turns: int, calls: int
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with httpx.Client(base_url=base_url, headers=headers, timeout=120) as http:
-        for label, request in _requests(length, threads, turns).items():
+        for label, request in _requests(length, turns, base_turns).items():
             samples: list[float] = []
             for k in range(calls + 2):  # two warm-up calls
                 path, params = request(k)
@@ -254,14 +285,20 @@ def time_reads(base_url: str, headers: dict[str, str], length: int, turns: int, 
     return out
 
 
-async def serve_and_time(url: str, length: int, turns: int, calls: int) -> dict[str, Any]:
+async def serve_and_time(url: str, length: int, turns: int, base_turns: int, calls: int) -> dict[str, Any]:
     # keyless from loopback: `turngate dev`'s unscoped local caller (the ledger has no tenants;
     # the dev key would be tenant "dev" and see nothing)
     async with start_turngate({"TURNGATE_LEDGER_URL": url}) as target:
-        return await asyncio.to_thread(time_reads, target.url, {}, length, turns, calls)
+        return await asyncio.to_thread(time_reads, target.url, {}, length, turns, base_turns, calls)
 
 
 # --------------------------------------------------------------------------- report
+
+
+def _built(data: dict[str, Any]) -> str:
+    if data.get("copy_s") is not None:
+        return f"{data['copy_s']} (SQL copies)"
+    return "reused" if data["build_s"] is None else str(data["build_s"])
 
 
 def _cell(reads: dict[str, Any], label: str) -> str:
@@ -320,9 +357,7 @@ def table(results: dict[str, dict[int, dict[str, Any]]]) -> str:
     ]
     extra = [
         "| ledger events | " + " | ".join(f"{results[b][s]['events']:,}" for b, s in columns) + " |",
-        "| build (s, summary maintained) | "
-        + " | ".join(str(results[b][s]["build_s"] or "reused") for b, s in columns)
-        + " |",
+        "| build (s, summary maintained) | " + " | ".join(_built(results[b][s]) for b, s in columns) + " |",
         "| summary backfill (s) | "
         + " | ".join(f"{results[b][s]['backfill_s']:.1f}" for b, s in columns)
         + " |",
@@ -344,6 +379,12 @@ def main(argv: list[str] | None = None) -> int:
         "--append-rounds", type=int, default=10, help="interleaved append rounds (x 20 appends)"
     )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    parser.add_argument(
+        "--grow-from",
+        type=int,
+        metavar="TURNS",
+        help="make larger sizes from this (built) size by SQL copies of its events (bench/ledger_copies.py)",
+    )
     parser.add_argument("--keep", help="build the SQLite ledgers here and reuse ledgers already built")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--report", nargs="+", help="measure nothing: print the table of these --json files")
@@ -362,12 +403,15 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for backend in args.backends.split(","):
         for turns in args.turns:
-            url = ledger_url(backend, turns, workdir, args.pg_url, fresh=not args.keep)
+            grown = args.grow_from is not None and turns > args.grow_from
+            template = args.grow_from if grown else None
+            url = ledger_url(backend, turns, workdir, args.pg_url, fresh=not args.keep, template=template)
             print(f"[{backend} {turns:,} turns] building ...", file=sys.stderr, flush=True)
-            data = build(url, turns)
+            data = grow(url, turns // args.grow_from) if grown else build(url, turns)
             data["backfill_s"] = backfill(url)
             print(f"[{backend} {turns:,} turns] {data}; timing reads ...", file=sys.stderr, flush=True)
-            data["reads"] = asyncio.run(serve_and_time(url, data["events"], turns, args.calls))
+            base_turns = args.grow_from if grown else turns
+            data["reads"] = asyncio.run(serve_and_time(url, data["events"], turns, base_turns, args.calls))
             data["append"] = append_latency(url, args.append_rounds, 20)
             results.setdefault(backend, {})[turns] = data
             print(json.dumps({backend: {turns: data}}), file=sys.stderr, flush=True)
