@@ -157,3 +157,23 @@ def test_a_thread_page_names_its_actors(store: LedgerStore, mixed: list[Event]) 
             if (tenant, thread) == (row.tenant_id or "", row.thread_id)
         )
         assert row.actors == names[: len(row.actors)] and row.actor_count == len(names)
+
+
+def test_the_thread_count_is_exact_up_to_its_cap(
+    store: LedgerStore, mixed: list[Event], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At, just under and just over the cap: exact up to it, a lower bound past it; the pages
+    themselves never depend on the cap."""
+    from turngate.ledger import thread_list
+
+    everything = _expected_threads(store, lambda key, row: True)
+    for cap, total, exact in (
+        (len(everything) + 1, len(everything), True),
+        (len(everything), len(everything), True),
+        (len(everything) - 1, len(everything) - 1, False),
+    ):
+        monkeypatch.setattr(thread_list, "COUNT_CAP", cap)
+        with store.read_connection() as conn:
+            page = list_threads(conn, ThreadFilter(None), limit=len(everything))
+        assert (page.total, page.total_exact) == (total, exact), cap
+        assert len(page.threads) == len(everything)

@@ -175,6 +175,7 @@ def list_threads(
     ]
     return {
         "total": page.total,
+        "total_exact": page.total_exact,
         "offset": offset,
         "limit": limit,
         "before": before,

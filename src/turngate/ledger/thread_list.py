@@ -4,8 +4,9 @@ Reads ``thread_summary`` (one row per tenant and thread, see :mod:`turngate.ledg
 walking ``(tenant_key, last_index)`` backwards, so a page costs its own rows whatever the
 ledger's size. Pages are keyset pages: ``before`` (a ``last_index`` from the previous page) seeks
 straight to the next one; ``offset`` skips rows after that (kept for the web UI's page links).
-``total`` counts the tenant's summary rows that pass the filters: it grows with the number of
-threads, never with the number of events.
+``total`` counts the tenant's summary rows that pass the filters, up to ``COUNT_CAP``: past it
+the answer says ``total_exact: false`` (a count of every match would read every summary row of
+the tenant, a cost that grows with the number of threads).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, and_, exists, func, or_, select
+from sqlalchemy import ColumnElement, and_, exists, func, literal, or_, select
 from sqlalchemy.engine import Connection
 
 from turngate.ledger.schema import thread_actors, thread_summary
@@ -21,6 +22,8 @@ from turngate.ledger.summary import tenant_key
 
 #: Actors named per thread (``actor_count`` says how many there are).
 ACTORS_SHOWN = 8
+#: Matches counted at most; more: ``total`` is this and ``total_exact`` False.
+COUNT_CAP = 10_000
 DECISION_FILTERS = ("ALLOW", "DENY", "error", "pending")
 
 
@@ -61,6 +64,7 @@ class ThreadRow:
 @dataclass
 class ThreadPage:
     total: int
+    total_exact: bool
     threads: list[ThreadRow]
     #: ``before`` for the next page (None: this page is the last).
     next_before: int | None
@@ -107,9 +111,10 @@ def list_threads(
         .offset(offset)
         .limit(limit)
     )
-    total = int(
-        conn.execute(select(func.count()).select_from(thread_summary).where(*conditions)).scalar_one()
+    matches = (
+        select(literal(1)).select_from(thread_summary).where(*conditions).limit(COUNT_CAP + 1).subquery()
     )
+    counted = int(conn.execute(select(func.count()).select_from(matches)).scalar_one())
     rows = [
         ThreadRow(
             tenant_id=None if not row["tenant_key"] else str(row["tenant_key"]),
@@ -119,7 +124,9 @@ def list_threads(
     ]
     _add_actors(conn, rows)
     next_before = rows[-1].last_index if len(rows) == limit else None
-    return ThreadPage(total=total, threads=rows, next_before=next_before)
+    return ThreadPage(
+        total=min(counted, COUNT_CAP), total_exact=counted <= COUNT_CAP, threads=rows, next_before=next_before
+    )
 
 
 _NOT_COLUMNS = frozenset({"tenant_id", "actors", "actor_count"})
