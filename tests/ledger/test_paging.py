@@ -177,3 +177,26 @@ def test_the_thread_count_is_exact_up_to_its_cap(
             page = list_threads(conn, ThreadFilter(None), limit=len(everything))
         assert (page.total, page.total_exact) == (total, exact), cap
         assert len(page.threads) == len(everything)
+
+
+def test_a_filter_every_event_passes_pages_like_none_until_one_does_not(store: LedgerStore) -> None:
+    """One tenant, one stream: the filtered log is the log (paged by index); once another
+    tenant's event lands the same filter skips it, and positions stay gapless."""
+    from tests.ledger.summaries import turn_drafts
+
+    for n in range(5):
+        store.append_many(turn_drafts(n, thread=f"t-{n % 2}", tenant="acme"))
+    everything = all_events(store)
+    for offset in (0, 3, len(everything) - 1, len(everything)):
+        assert store.snapshot(offset=offset, limit=4, tenant_id="acme") == (
+            len(everything),
+            everything[offset : offset + 4],
+        )
+    store.append_many(turn_drafts(0, thread="t-0", tenant="globex", outcome="DENY"))
+    store.append_many(turn_drafts(9, thread="t-1", tenant="acme"))
+    acme = [event for event in all_events(store) if event.tenant_id == "acme"]
+    for offset in range(len(acme) + 1):
+        assert store.snapshot(offset=offset, limit=4, tenant_id="acme") == (
+            len(acme),
+            acme[offset : offset + 4],
+        )

@@ -605,26 +605,31 @@ class LedgerStore:
         Cost: unfiltered, position ``offset`` *is* event index ``offset`` (indexes start at 0 and
         have no gaps), so a page is one primary-key seek and the length is the head's index + 1.
         Filtered, the length comes from :mod:`turngate.ledger.summary`'s stream counts (a thread
-        filter counts the thread's own entries), and the page's indexes are walked on a covering
-        index ((tenant_id, index), (stream_id, lane, index) or (thread_id, index)) before the
-        page's rows are fetched by index: never a scan of the events themselves.
+        filter counts the thread's own entries); a filter that every event passes (a ledger of
+        one tenant, one stream) then pages like no filter, any other walks the page's indexes on
+        a covering index ((tenant_id, index), (stream_id, lane, index) or (thread_id, index))
+        before fetching the page's rows by index: never a scan of the events themselves.
         """
         conditions = self._filters(stream_id=stream_id, lanes=[lane] if lane else None, tenant_id=tenant_id)
         if thread_id is not None:
             conditions.append(events.c.thread_id == thread_id)
         start, size = max(0, int(offset)), _cap(limit)
+        by_index = select(events).where(index_column >= start).order_by(index_column).limit(size)
         with self._read("snapshot") as conn:
+            last = conn.execute(_SELECT_LAST).first()
+            length = 0 if last is None else int(last[0]) + 1
             if not conditions:
-                last = conn.execute(_SELECT_LAST).first()
-                total = 0 if last is None else int(last[0]) + 1
-                page_query = select(events).where(index_column >= start).order_by(index_column).limit(size)
+                total, page_query = length, by_index
             else:
                 total = self._filtered_length(conn, conditions, stream_id, lane, thread_id, tenant_id)
                 page_indexes = (
                     select(index_column).where(*conditions).order_by(index_column).offset(start).limit(size)
                 )
                 page_query = (
-                    select(events)
+                    # a filter that every event passes (one tenant, one stream) pages like none
+                    by_index
+                    if total == length
+                    else select(events)
                     .where(index_column.in_(page_indexes.scalar_subquery()))
                     .order_by(index_column)
                 )
