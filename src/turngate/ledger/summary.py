@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Insert, Table
+from sqlalchemy import Insert, Table, TextClause, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -124,17 +124,60 @@ def _statements(dialect: str) -> tuple[Insert, Insert, Insert]:
 
 def record(conn: Connection, recorded: Sequence[Event]) -> None:
     """Add ``recorded`` (the events an append just inserted, in index order) to the summaries,
-    in ``conn``'s transaction. Three statements, whatever the number of events."""
+    in ``conn``'s transaction. SQLite: three statements (in-process calls); PostgreSQL: one
+    (see :func:`_pg_one_statement`)."""
     if not recorded:
         return
     threads, actors, streams = tally(recorded)
+    thread_rows = [thread.row() for thread in threads]
+    actor_rows = [
+        {"tenant_key": t, "thread_id": th, "actor": a, "events": n} for (t, th, a), n in actors.items()
+    ]
+    count_rows = [
+        {"tenant_key": t, "stream_id": s, "lane": lane, "events": n} for (t, s, lane), n in streams.items()
+    ]
+    if conn.dialect.name == "postgresql":
+        # --- PostgreSQL only -------------------------------------------------------------------
+        statement = _pg_one_statement(len(thread_rows), len(actor_rows), len(count_rows))
+        params: dict[str, Any] = {}
+        for prefix, rows in (("t", thread_rows), ("a", actor_rows), ("c", count_rows)):
+            for i, row in enumerate(rows):
+                params |= {f"{prefix}{i}_{name}": value for name, value in row.items()}
+        conn.execute(statement, params)
+        return
     upsert_thread, upsert_actor, upsert_count = _statements(conn.dialect.name)
-    conn.execute(upsert_thread, [thread.row() for thread in threads])
-    conn.execute(
-        upsert_actor,
-        [{"tenant_key": t, "thread_id": th, "actor": a, "events": n} for (t, th, a), n in actors.items()],
+    conn.execute(upsert_thread, thread_rows)
+    conn.execute(upsert_actor, actor_rows)
+    conn.execute(upsert_count, count_rows)
+
+
+def _pg_upsert_sql(
+    table: Table,
+    prefix: str,
+    rows: int,
+    keys: Sequence[str],
+    adds: Sequence[str],
+    replaces: Sequence[str] = (),
+) -> str:
+    columns = [column.name for column in table.columns]
+    values = ", ".join("(" + ", ".join(f":{prefix}{i}_{name}" for name in columns) + ")" for i in range(rows))
+    updates = [f"{name} = {table.name}.{name} + excluded.{name}" for name in adds]
+    updates += [f"{name} = excluded.{name}" for name in replaces]
+    return (
+        f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES {values} "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {', '.join(updates)}"
     )
-    conn.execute(
-        upsert_count,
-        [{"tenant_key": t, "stream_id": s, "lane": lane, "events": n} for (t, s, lane), n in streams.items()],
+
+
+@lru_cache(maxsize=256)
+def _pg_one_statement(threads: int, actors: int, counts: int) -> TextClause:
+    """PostgreSQL only: the three upserts as one statement (the first two as data-modifying
+    CTEs), so the summaries cost one round trip per append. Each table is touched once and no
+    key repeats within a VALUES list (``tally`` sums per key), as such a statement requires.
+    Built once per shape (one event per append is the common one)."""
+    by_thread = _pg_upsert_sql(
+        thread_summary, "t", threads, ("tenant_key", "thread_id"), _COUNTERS, ("last_index", "last_at")
     )
+    by_actor = _pg_upsert_sql(thread_actors, "a", actors, ("tenant_key", "thread_id", "actor"), ("events",))
+    by_count = _pg_upsert_sql(ledger_counts, "c", counts, ("tenant_key", "stream_id", "lane"), ("events",))
+    return text(f"WITH summary_threads AS ({by_thread}), summary_actors AS ({by_actor}) {by_count}")
