@@ -36,8 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -50,7 +48,7 @@ from bench.stack import start_turngate
 from bench.verify import build_ledger
 from turngate.core.events import EventDraft, EventKind
 from turngate.ledger import LedgerStore, summary
-from turngate.ledger.store import MIGRATIONS_DIR, migration_lock
+from turngate.ledger.store import migrate, migration_lock
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TARGET_P50_MS = 50.0
@@ -131,11 +129,8 @@ def build(url: str, turns: int) -> dict[str, Any]:
 
 
 def _alembic(store: LedgerStore, action: str, revision: str) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with store.engine.connect() as conn, migration_lock(conn):
-        config.attributes["connection"] = conn
-        getattr(command, action)(config, revision)
+        migrate(conn, revision, downgrade=action == "downgrade")
 
 
 def backfill(url: str) -> float:

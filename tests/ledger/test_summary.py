@@ -12,14 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from alembic import command
-from alembic.config import Config
 
 from tests.ledger.helpers import draft
 from tests.ledger.summaries import mixed_ledger, recompute, stored, turn_drafts
 from turngate.core.events import EventKind
 from turngate.ledger import LedgerConflictError, LedgerStore
-from turngate.ledger.store import MIGRATIONS_DIR, migration_lock
+from turngate.ledger.store import migrate, migration_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,11 +138,8 @@ def test_a_writer_sigkilled_mid_append_leaves_summaries_exact(ledger_url: str) -
 
 
 def _alembic(store: LedgerStore, action: str, revision: str) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with store.engine.connect() as conn, migration_lock(conn):
-        config.attributes["connection"] = conn
-        getattr(command, action)(config, revision)
+        migrate(conn, revision, downgrade=action == "downgrade")
 
 
 def test_the_migration_backfills_an_existing_ledger(ledger_url: str) -> None:

@@ -221,12 +221,13 @@ def migration_lock(conn: Connection) -> Iterator[Connection]:
         yield conn
 
 
-def migrate(conn: Connection) -> None:
-    """Upgrade the ledger schema to head inside ``conn``'s (locked) transaction."""
+def migrate(conn: Connection, revision: str = "head", *, downgrade: bool = False) -> None:
+    """Upgrade (or downgrade) the ledger schema to ``revision`` inside ``conn``'s (locked)
+    transaction. Downgrades are for tools and tests (a migration's backfill on an old ledger)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
     config.attributes["connection"] = conn
-    command.upgrade(config, "head")
+    (command.downgrade if downgrade else command.upgrade)(config, revision)
 
 
 @contextmanager
