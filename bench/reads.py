@@ -76,9 +76,7 @@ def _pg_database(pg_url: str, turns: int, *, fresh: bool, template: int | None =
         exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if exists and fresh:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        if exists and template is not None:
-            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        if not exists or fresh or template is not None:
+        if not exists or fresh:
             like = f' TEMPLATE "{_pg_name(template)}"' if template is not None else ""
             admin.execute(f'CREATE DATABASE "{name}"{like}')
     finally:
@@ -97,10 +95,10 @@ def ledger_url(
     if backend == "postgresql":
         return _pg_database(pg_url, turns, fresh=fresh, template=template)
     path = workdir / f"ledger-{turns}.sqlite3"
-    if fresh or template is not None:
+    if fresh:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-    if template is not None:
+    if template is not None and not path.exists():
         with (
             sqlite3.connect(workdir / f"ledger-{template}.sqlite3") as source,
             sqlite3.connect(path) as target,
@@ -110,8 +108,11 @@ def ledger_url(
 
 
 def grow(url: str, copies: int) -> dict[str, Any]:
-    """The copied smaller ledger grown ``copies``-fold (see :mod:`bench.ledger_copies`)."""
+    """The copied smaller ledger grown ``copies``-fold (see :mod:`bench.ledger_copies`), unless
+    that was done before (a kept ledger)."""
     with LedgerStore(url) as store:
+        if store.snapshot(thread_id=thread_name(1, 1), limit=1)[0]:  # "thread-00000~1": copied
+            return {"build_s": None, "events": store.head()[0], "reused": True}
         started = time.perf_counter()
         events = copy_events(store, copies)
         return {"build_s": None, "copy_s": round(time.perf_counter() - started, 1), "events": events}

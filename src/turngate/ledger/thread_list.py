@@ -23,7 +23,7 @@ from turngate.ledger.summary import tenant_key
 #: Actors named per thread (``actor_count`` says how many there are).
 ACTORS_SHOWN = 8
 #: Matches counted at most; more: ``total`` is this and ``total_exact`` False.
-COUNT_CAP = 10_000
+COUNT_CAP = 1_000
 DECISION_FILTERS = ("ALLOW", "DENY", "error", "pending")
 
 

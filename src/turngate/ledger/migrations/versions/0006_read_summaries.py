@@ -72,8 +72,12 @@ def upgrade() -> None:
     )
     _backfill(op.get_bind().dialect.name)
     # indexes after the bulk insert (cheaper than maintaining them row by row)
-    op.create_index("ix_thread_summary_tenant_key_last_index", "thread_summary", ["tenant_key", "last_index"])
-    op.create_index("ix_thread_summary_last_index", "thread_summary", ["last_index"])
+    op.create_index(
+        "ix_thread_summary_tenant_key_last_index_thread_id",
+        "thread_summary",
+        ["tenant_key", "last_index", "thread_id"],
+    )
+    op.create_index("ix_thread_summary_last_index_thread_id", "thread_summary", ["last_index", "thread_id"])
 
 
 def _backfill(dialect: str) -> None:
