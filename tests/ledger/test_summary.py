@@ -176,3 +176,18 @@ def test_the_backfill_reads_the_payload_like_the_store(ledger_url: str) -> None:
         assert stored(store) == live == recompute(store)
         row = live["threads"][("", "thread-a")]
         assert (row["allowed"], row["denied"], row["errors"], row["executed"]) == (0, 1, 1, 3)
+
+
+def test_a_large_append_takes_the_many_statement_path(
+    store: LedgerStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the one-statement parameter budget (PostgreSQL) the upserts run one by one: same
+    result. At the budget the single statement is used."""
+    from turngate.ledger import summary
+
+    store.append_many([d for n in range(6) for d in turn_drafts(n, thread=f"t-{n}", tenant="acme")])
+    one_turn_params = 12 + 4 + 4  # a thread row, an actor row, a stream row
+    for budget in (one_turn_params - 1, one_turn_params):
+        monkeypatch.setattr(summary, "PG_ONE_STATEMENT_MAX_PARAMS", budget)
+        store.append_many(turn_drafts(budget, thread="t-9", tenant="acme", outcome="pending"))
+        assert stored(store) == recompute(store)

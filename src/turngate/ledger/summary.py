@@ -27,6 +27,9 @@ from sqlalchemy.engine import Connection
 from turngate.core.events import Event
 from turngate.ledger.schema import NO_TENANT, ledger_counts, thread_actors, thread_summary
 
+#: PostgreSQL takes at most 65,535 parameters per statement; larger appends use three statements.
+PG_ONE_STATEMENT_MAX_PARAMS = 30_000
+
 _COUNTERS = ("events", "turns", "allowed", "denied", "errors", "executed")
 
 
@@ -125,7 +128,7 @@ def _statements(dialect: str) -> tuple[Insert, Insert, Insert]:
 def record(conn: Connection, recorded: Sequence[Event]) -> None:
     """Add ``recorded`` (the events an append just inserted, in index order) to the summaries,
     in ``conn``'s transaction. SQLite: three statements (in-process calls); PostgreSQL: one
-    (see :func:`_pg_one_statement`)."""
+    (see :func:`_pg_one_statement`), three for an append of thousands of threads."""
     if not recorded:
         return
     threads, actors, streams = tally(recorded)
@@ -136,7 +139,8 @@ def record(conn: Connection, recorded: Sequence[Event]) -> None:
     count_rows = [
         {"tenant_key": t, "stream_id": s, "lane": lane, "events": n} for (t, s, lane), n in streams.items()
     ]
-    if conn.dialect.name == "postgresql":
+    one_statement_params = sum(len(rows) * len(rows[0]) for rows in (thread_rows, actor_rows, count_rows))
+    if conn.dialect.name == "postgresql" and one_statement_params <= PG_ONE_STATEMENT_MAX_PARAMS:
         # --- PostgreSQL only -------------------------------------------------------------------
         statement = _pg_one_statement(len(thread_rows), len(actor_rows), len(count_rows))
         params: dict[str, Any] = {}
