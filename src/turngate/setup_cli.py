@@ -36,6 +36,8 @@ APP_GRANTS: tuple[str, ...] = (
     "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
     "GRANT USAGE ON SCHEMA public TO {role}",
     "GRANT SELECT, INSERT ON events TO {role}",
+    # The thread summary and counts are kept by every append, in the append's transaction.
+    "GRANT SELECT, INSERT, UPDATE ON thread_summary, thread_actors, ledger_counts TO {role}",
     "GRANT SELECT, INSERT ON api_keys TO {role}",
     "GRANT UPDATE (revoked_at) ON api_keys TO {role}",
     "GRANT SELECT, INSERT ON case_records TO {role}",

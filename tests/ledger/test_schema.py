@@ -200,6 +200,7 @@ def test_a_least_privilege_role_can_append_and_read_but_not_rewrite(
             f'GRANT USAGE ON SCHEMA "{schema}" TO "{app_role}"',
             f'GRANT SELECT, INSERT ON events TO "{app_role}"',
             f'GRANT SELECT ON alembic_version TO "{app_role}"',
+            f'GRANT SELECT, INSERT, UPDATE ON thread_summary, thread_actors, ledger_counts TO "{app_role}"',
         ]
     )
     app_url = normalize_url(ledger_url).set(username=app_role, password=None)

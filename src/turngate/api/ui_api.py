@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import ColumnElement, and_, case, func, select
+from sqlalchemy import ColumnElement, case, func, select
 
 from turngate import __version__
 from turngate.api.errors import error_response
@@ -35,8 +35,10 @@ from turngate.core.events import Event
 from turngate.core.manifest import ArtifactPointer
 from turngate.core.pointers import server_pointers
 from turngate.core.shadow import shadow_agreements
+from turngate.ledger import thread_list
 from turngate.ledger.schema import events, index_column
 from turngate.ledger.store import event_from_row
+from turngate.ledger.thread_list import ThreadFilter
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLE_ADMIN
 from turngate.workflows.shared import turn_workflow_id
@@ -142,11 +144,6 @@ def _flag(condition: ColumnElement[bool]) -> Any:
     return func.sum(case((condition, 1), else_=0))
 
 
-_IS_DENY = and_(events.c.kind == "DECISION", events.c.payload.like('%"decision":"DENY"%'))
-_IS_ALLOW = and_(events.c.kind == "DECISION", events.c.payload.like('%"decision":"ALLOW"%'))
-_IS_ERROR = and_(events.c.kind == "EXECUTION", events.c.payload.like('%"error":{%'))
-
-
 def list_threads(
     state: ApiState,
     tenant: str | None,
@@ -158,75 +155,39 @@ def list_threads(
     until: str | None,
     limit: int,
     offset: int,
+    before: int | None = None,
 ) -> dict[str, Any]:
-    conditions = _tenant_conditions(tenant)
-    if q:
-        conditions.append(events.c.thread_id.contains(q, autoescape=True))
-    grouped = (
-        select(
-            events.c.thread_id.label("thread_id"),
-            func.count().label("events"),
-            _flag(events.c.kind == "INTENT").label("turns"),
-            _flag(_IS_ALLOW).label("allowed"),
-            _flag(_IS_DENY).label("denied"),
-            _flag(_IS_ERROR).label("errors"),
-            _flag(events.c.kind == "EXECUTION").label("executed"),
-            func.min(index_column).label("first_index"),
-            func.max(index_column).label("last_index"),
-            func.min(events.c.created_at).label("first_at"),
-            func.max(events.c.created_at).label("last_at"),
-            func.min(events.c.actor).label("actor_min"),
-            func.max(events.c.actor).label("actor_max"),
-            func.count(func.distinct(events.c.actor)).label("actor_count"),
-        )
-        .where(*conditions)
-        .group_by(events.c.thread_id)
-    )
-    having: list[ColumnElement[bool]] = []
-    if actor:
-        having.append(_flag(events.c.actor == actor) > 0)
-    if decision == "ALLOW":
-        having.append(_flag(_IS_ALLOW) > 0)
-    elif decision == "DENY":
-        having.append(_flag(_IS_DENY) > 0)
-    elif decision == "error":
-        having.append(_flag(_IS_ERROR) > 0)
-    elif decision == "pending":
-        having.append(_flag(events.c.kind == "INTENT") > _flag(events.c.kind == "DECISION"))
-    if since:
-        having.append(func.max(events.c.created_at) >= since)
-    if until:
-        having.append(func.min(events.c.created_at) <= until)
-    if having:
-        grouped = grouped.having(and_(*having))
-    sub = grouped.subquery()
-    page = select(sub).order_by(sub.c.last_index.desc()).limit(limit).offset(offset)
+    """A page of the thread summary (see :mod:`turngate.ledger.thread_list`)."""
+    wanted = ThreadFilter(tenant, q=q, actor=actor, decision=decision, since=since, until=until)
     with state.store.read_connection("ui threads") as conn:
-        total = int(conn.execute(select(func.count()).select_from(sub)).scalar_one())
-        rows = conn.execute(page).mappings().all()
+        page = thread_list.list_threads(conn, wanted, limit=limit, offset=offset, before=before)
         head = conn.execute(select(func.max(index_column))).scalar_one()
     threads = [
         {
-            "thread_id": row["thread_id"],
-            "events": int(row["events"]),
-            "turns": int(row["turns"] or 0),
-            "allowed": int(row["allowed"] or 0),
-            "denied": int(row["denied"] or 0),
-            "errors": int(row["errors"] or 0),
-            "pending": max(0, int(row["turns"] or 0) - int(row["allowed"] or 0) - int(row["denied"] or 0)),
-            "first_index": int(row["first_index"]),
-            "last_index": int(row["last_index"]),
-            "first_at": row["first_at"],
-            "last_at": row["last_at"],
-            "actors": sorted({row["actor_min"], row["actor_max"]}),
-            "actor_count": int(row["actor_count"]),
+            "thread_id": row.thread_id,
+            "tenant_id": row.tenant_id,
+            "events": row.events,
+            "turns": row.turns,
+            "allowed": row.allowed,
+            "denied": row.denied,
+            "errors": row.errors,
+            "pending": row.pending,
+            "first_index": row.first_index,
+            "last_index": row.last_index,
+            "first_at": row.first_at,
+            "last_at": row.last_at,
+            "actors": row.actors,
+            "actor_count": row.actor_count,
         }
-        for row in rows
+        for row in page.threads
     ]
     return {
-        "total": total,
+        "total": page.total,
+        "total_exact": page.total_exact,
         "offset": offset,
         "limit": limit,
+        "before": before,
+        "next_before": page.next_before,
         "head_index": None if head is None else int(head),
         "threads": threads,
     }
@@ -243,9 +204,14 @@ async def threads(
     until: Annotated[str | None, Query(max_length=64, description="active until (ISO-8601 UTC)")] = None,
     limit: Annotated[int, Query(ge=1, le=THREADS_MAX_LIMIT)] = 50,
     offset: Annotated[int, Query(ge=0, le=OFFSET_MAX)] = 0,
+    before: Annotated[
+        int | None,
+        Query(ge=0, le=OFFSET_MAX, description="keyset page: threads last active before this index"),
+    ] = None,
 ) -> dict[str, Any] | JSONResponse:
     """Threads, most recently active first, with turn counts by decision. Filters: thread id
-    substring, an actor that took part, a decision that occurred, an activity window."""
+    substring, an actor that took part, a decision that occurred, an activity window. Deep pages:
+    pass the previous page's ``next_before`` as ``before`` (a seek, whatever the depth)."""
     tenant = caller_tenant(request)
     if tenant is not None and tenant_column is None:
         return error_response(
@@ -268,6 +234,7 @@ async def threads(
         until=until_iso,
         limit=limit,
         offset=offset,
+        before=before,
     )
 
 

@@ -103,6 +103,54 @@ case_records = Table(
     Index("ix_case_records_case_id_kind_seq", "case_id", "kind", "seq"),
 )
 
+#: The tenant of a summary row: the events' ``tenant_id``, or ``NO_TENANT`` for events recorded
+#: without one (a key column cannot be NULL; tenant ids are never empty, so "" is free).
+NO_TENANT = ""
+
+#: One row per (tenant, thread), maintained by every append in the append's own transaction, so
+#: it is exactly what a grouped query over the thread's events would say (tests recompute it).
+#: ``first_at`` / ``last_at`` are the times of the events at ``first_index`` / ``last_index``.
+thread_summary = Table(
+    "thread_summary",
+    metadata,
+    Column("tenant_key", Text, primary_key=True),
+    Column("thread_id", Text, primary_key=True),
+    Column("events", BigInteger, nullable=False),
+    Column("turns", BigInteger, nullable=False),  # INTENTs
+    Column("allowed", BigInteger, nullable=False),  # DECISIONs that ALLOW
+    Column("denied", BigInteger, nullable=False),  # DECISIONs that DENY
+    Column("errors", BigInteger, nullable=False),  # EXECUTIONs with an error
+    Column("executed", BigInteger, nullable=False),  # EXECUTIONs
+    Column("first_index", IndexType, nullable=False),
+    Column("last_index", IndexType, nullable=False),
+    Column("first_at", Text, nullable=False),
+    Column("last_at", Text, nullable=False),
+    # most recently active first, per tenant (keyset pages) and over all tenants; thread_id in
+    # the index so a thread-id search filters index entries, not table rows
+    Index("ix_thread_summary_tenant_key_last_index_thread_id", "tenant_key", "last_index", "thread_id"),
+    Index("ix_thread_summary_last_index_thread_id", "last_index", "thread_id"),
+)
+
+#: Who took part in a thread: one row per (tenant, thread, actor), with its event count.
+thread_actors = Table(
+    "thread_actors",
+    metadata,
+    Column("tenant_key", Text, primary_key=True),
+    Column("thread_id", Text, primary_key=True),
+    Column("actor", Text, primary_key=True),
+    Column("events", BigInteger, nullable=False),
+)
+
+#: Events per (tenant, stream, lane): the length of a filtered /snapshot without counting rows.
+ledger_counts = Table(
+    "ledger_counts",
+    metadata,
+    Column("tenant_key", Text, primary_key=True),
+    Column("stream_id", Text, primary_key=True),
+    Column("lane", Text, primary_key=True),
+    Column("events", BigInteger, nullable=False),
+)
+
 #: ``events.c["index"]`` (``index`` is also a method name on column collections).
 index_column = events.c["index"]
 

@@ -50,6 +50,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, event_digest_scope, seal
+from turngate.ledger import summary
 from turngate.ledger.errors import LedgerConflictError, LedgerError, LedgerUnavailableError
 from turngate.ledger.listen import (
     DEFAULT_POLL_INTERVAL_S,
@@ -58,7 +59,7 @@ from turngate.ledger.listen import (
     PollingChangeListener,
     PostgresChangeListener,
 )
-from turngate.ledger.schema import EVENT_COLUMNS, events, index_column
+from turngate.ledger.schema import EVENT_COLUMNS, events, index_column, ledger_counts
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
@@ -220,12 +221,13 @@ def migration_lock(conn: Connection) -> Iterator[Connection]:
         yield conn
 
 
-def migrate(conn: Connection) -> None:
-    """Upgrade the ledger schema to head inside ``conn``'s (locked) transaction."""
+def migrate(conn: Connection, revision: str = "head", *, downgrade: bool = False) -> None:
+    """Upgrade (or downgrade) the ledger schema to ``revision`` inside ``conn``'s (locked)
+    transaction. Downgrades are for tools and tests (a migration's backfill on an old ledger)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
     config.attributes["connection"] = conn
-    command.upgrade(config, "head")
+    (command.downgrade if downgrade else command.upgrade)(config, revision)
 
 
 @contextmanager
@@ -449,7 +451,7 @@ class LedgerStore:
         next_index = 0 if last is None else int(last[0]) + 1
         prev_digest: str | None = None if last is None else str(last[1])
         recorded: list[Event] = []
-        new_rows: list[dict[str, Any]] = []
+        new_events: list[Event] = []
         for draft in drafts:
             key = (draft.correlation_id, str(draft.kind))
             existing = known.get(key)
@@ -460,14 +462,16 @@ class LedgerStore:
                 continue
             sealed = seal(draft, next_index, prev_digest, utc_now_iso())
             known[key] = sealed
-            new_rows.append(event_to_row(sealed))
+            new_events.append(sealed)
             recorded.append(sealed)
             next_index += 1
             prev_digest = sealed.digest
-        if new_rows:
+        if new_events:
             # executemany: one INSERT per event, so on PostgreSQL one notification per event
             # (the notify trigger fires per statement); listeners coalesce them.
-            conn.execute(_INSERT_EVENT, new_rows)
+            conn.execute(_INSERT_EVENT, [event_to_row(e) for e in new_events])
+            # the read-side summaries, in this transaction: only what was inserted counts
+            summary.record(conn, new_events)
         return recorded
 
     # ----------------------------------------------------------------- point reads
@@ -601,25 +605,66 @@ class LedgerStore:
     ) -> tuple[int, list[Event]]:
         """(length of the filtered log, one page of it), ordered by index.
 
-        ``offset`` is a position within the filtered result (not an event index); ``limit`` is
-        capped at ``MAX_PAGE``. Both values come from one read snapshot.
+        ``offset`` is a 0-based position within the filtered result (not an event index);
+        ``limit`` is capped at ``MAX_PAGE``. Both values come from one read snapshot.
+
+        Cost: unfiltered, position ``offset`` *is* event index ``offset`` (indexes start at 0 and
+        have no gaps), so a page is one primary-key seek and the length is the head's index + 1.
+        Filtered, the length comes from :mod:`turngate.ledger.summary`'s stream counts (a thread
+        filter counts the thread's own entries); a filter that every event passes (a ledger of
+        one tenant, one stream) then pages like no filter, any other walks the page's indexes on
+        a covering index ((tenant_id, index), (stream_id, lane, index) or (thread_id, index))
+        before fetching the page's rows by index: never a scan of the events themselves.
         """
         conditions = self._filters(stream_id=stream_id, lanes=[lane] if lane else None, tenant_id=tenant_id)
         if thread_id is not None:
             conditions.append(events.c.thread_id == thread_id)
-        page_query = (
-            select(events)
-            .where(*conditions)
-            .order_by(index_column)
-            .offset(max(0, int(offset)))
-            .limit(_cap(limit))
-        )
+        start, size = max(0, int(offset)), _cap(limit)
+        by_index = select(events).where(index_column >= start).order_by(index_column).limit(size)
         with self._read("snapshot") as conn:
-            total = int(
-                conn.execute(select(func.count()).select_from(events).where(*conditions)).scalar_one()
-            )
+            last = conn.execute(_SELECT_LAST).first()
+            length = 0 if last is None else int(last[0]) + 1
+            if not conditions:
+                total, page_query = length, by_index
+            else:
+                total = self._filtered_length(conn, conditions, stream_id, lane, thread_id, tenant_id)
+                page_indexes = (
+                    select(index_column).where(*conditions).order_by(index_column).offset(start).limit(size)
+                )
+                page_query = (
+                    # a filter that every event passes (one tenant, one stream) pages like none
+                    by_index
+                    if total == length
+                    else select(events)
+                    .where(index_column.in_(page_indexes.scalar_subquery()))
+                    .order_by(index_column)
+                )
             rows = conn.execute(page_query).mappings().all()
         return total, [event_from_row(row) for row in rows]
+
+    @staticmethod
+    def _filtered_length(
+        conn: Connection,
+        conditions: list[ColumnElement[bool]],
+        stream_id: str | None,
+        lane: str | None,
+        thread_id: str | None,
+        tenant_id: str | None,
+    ) -> int:
+        if thread_id is not None:  # bounded by the thread's length
+            return int(conn.execute(select(func.count()).select_from(events).where(*conditions)).scalar_one())
+        counted = (
+            [ledger_counts.c.tenant_key == summary.tenant_key(tenant_id)] if tenant_id is not None else []
+        )
+        if stream_id is not None:
+            counted.append(ledger_counts.c.stream_id == stream_id)
+        if lane is not None:
+            counted.append(ledger_counts.c.lane == lane)
+        return int(
+            conn.execute(
+                select(func.coalesce(func.sum(ledger_counts.c.events), 0)).where(*counted)
+            ).scalar_one()
+        )
 
     def since(
         self,

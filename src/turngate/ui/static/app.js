@@ -441,10 +441,13 @@ async function threadsView(params) {
 
   let rows = [];
   let total = 0;
+  let totalText = "0";
   const load = async () => {
     const page = await api("/ui/api/threads", { ...filters, limit: THREADS_PAGE, offset });
     rows = page.threads;
     total = page.total;
+    // past the server's count cap the total is a lower bound
+    totalText = page.total_exact === false ? `${total}+` : String(total);
     draw();
   };
 
@@ -490,13 +493,13 @@ async function threadsView(params) {
     const pager = h(
       "div",
       { class: "pager" },
-      h("span", { class: "range" }, `Threads ${offset + 1}–${end} of ${total}`),
+      h("span", { class: "range" }, `Threads ${offset + 1}–${end} of ${totalText}`),
       offset > 0 ? h("a", { href: pageHash(Math.max(0, offset - THREADS_PAGE)) }, "Previous page") : null,
       end < total ? h("a", { href: pageHash(offset + THREADS_PAGE) }, "Next page") : null,
     );
     results.replaceChildren(
       table(
-        `${total} thread(s), most recently active first; updated live`,
+        `${totalText} thread(s), most recently active first; updated live`,
         ["Thread", { label: "Turns", num: true }, "Decisions", "Actors", "Last activity", { label: "Ledger indexes", num: true }],
         body,
         { class: "threads" },
