@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +73,6 @@ async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | N
 async def cmd_dev(args: argparse.Namespace) -> int:
     from turngate.devserver import DevServer
     from turngate.temporal_client import connect
-    from turngate.worker.run import running_worker
 
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     overrides: dict[str, Any] = {"port": args.port}
@@ -109,7 +108,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         await server.wait_ready()
         # One client for worker and API: a turn's first workflow task starts eagerly, in process.
         client = await connect(settings)
-        async with running_worker(settings, client=client):
+        async with _dev_workers(settings, client, args.worker_processes, stop) as supervised:
             api = f"http://{settings.host}:{settings.port}"
             print(
                 "\n".join(
@@ -122,6 +121,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                         f"  providers      {', '.join(_provider_names(settings))}",
                         f"  auth           {settings.auth_mode} (TURNGATE_AUTH)",
                         f"  encryption     {_encryption_line(settings)}",
+                        f"  workers        {_workers_line(args.worker_processes)}",
                         f"  dev API key    {dev_key}",
                         "                 (tenant dev, all roles; export TURNGATE_API_KEY=... for chat)",
                         "",
@@ -135,7 +135,65 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     finally:
         print("turngate: stopping ...", flush=True)
         server.stop()
-    return 0
+    return supervised.result() if supervised is not None else 0
+
+
+def default_worker_processes(cpus: int | None = None) -> int:
+    """``turngate dev``: one worker process per core on a machine with more than one, else the
+    worker runs in the dev process itself (0)."""
+    cpus = os.cpu_count() if cpus is None else cpus
+    return cpus if cpus and cpus > 1 else 0
+
+
+def _workers_line(processes: int) -> str:
+    if processes == 0:
+        return "in this process (turngate dev --worker-processes N for N processes)"
+    return f"{processes} processes (turngate dev --worker-processes N; 0: in this process)"
+
+
+def _dev_worker_env(settings: Settings) -> dict[str, str]:
+    """What a worker process of `turngate dev` needs beside this process's environment."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": settings.temporal_address,
+        "TURNGATE_DATA_DIR": str(settings.data_dir),
+    }
+    env["TURNGATE_POLICY_MODULE"] = settings.policy_module or ""
+    if settings.encryption_keys_file:
+        env["TURNGATE_ENCRYPTION_KEYS_FILE"] = str(settings.encryption_keys_file)
+    return env
+
+
+@contextlib.asynccontextmanager
+async def _dev_workers(
+    settings: Settings, client: Client, processes: int, stop: asyncio.Event
+) -> AsyncIterator[asyncio.Task[int] | None]:
+    """The worker of `turngate dev`: in this process (0), or ``processes`` supervised worker
+    processes (yields the supervisor's task; it sets ``stop`` when it gives up)."""
+    if processes == 0:
+        from turngate.worker.run import running_worker
+
+        async with running_worker(settings, client=client):
+            yield None
+        return
+    from turngate.worker.pollers import wait_for_pollers
+    from turngate.worker.processes import WorkerSupervisor
+
+    supervisor = WorkerSupervisor(processes, env=_dev_worker_env(settings))
+    task = asyncio.create_task(supervisor.run(stop))
+    task.add_done_callback(lambda _: stop.set())
+    try:
+        pids = lambda: [p.pid for p in supervisor.children.values()]  # noqa: E731
+        waiting = asyncio.create_task(wait_for_pollers(client, settings.turns_task_queue, pids))
+        await asyncio.wait([waiting, task], return_when=asyncio.FIRST_COMPLETED)
+        if task.done() or not waiting.result():
+            waiting.cancel()
+            stop.set()
+            raise SystemExit("the worker processes did not start (see their log lines above)")
+        yield task
+    finally:
+        stop.set()
+        await task
 
 
 def _dev_key(settings: Settings) -> str:
@@ -185,12 +243,22 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def cmd_worker(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    if args.processes > 1:
+        from turngate.worker.processes import WorkerSupervisor
+
+        load_settings()  # a bad configuration fails here, once, not in every child
+        return await WorkerSupervisor(args.processes).run(stop)
+    from turngate.worker.processes import stop_when_orphaned
     from turngate.worker.run import run_worker
 
     settings = load_settings()
-    stop = asyncio.Event()
-    _stop_on_signals(stop)
-    await run_worker(settings, stop)
+    orphan_watch = asyncio.create_task(stop_when_orphaned(stop))
+    try:
+        await run_worker(settings, stop)
+    finally:
+        orphan_watch.cancel()
     return 0
 
 
@@ -389,6 +457,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from turngate.artifacts.gc import parse_duration
 
@@ -409,6 +488,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="encrypt Temporal histories (a key file in the data dir unless keys are configured)",
     )
+    dev.add_argument(
+        "--worker-processes",
+        type=non_negative_int,
+        default=default_worker_processes(),
+        help="worker processes beside the API (default: one per core when there are several, "
+        "else 0: the worker runs in the dev process)",
+    )
     dev.set_defaults(run=cmd_dev)
 
     serve = sub.add_parser("serve", help="run the API (needs a Temporal server and a worker)")
@@ -417,6 +503,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=cmd_serve)
 
     worker = sub.add_parser("worker", help="run the Temporal worker (turns + provider calls)")
+    worker.add_argument(
+        "--processes",
+        type=positive_int,
+        default=1,
+        help="worker processes under one supervisor (default 1; one per core uses every core)",
+    )
     worker.set_defaults(run=cmd_worker)
 
     chat = sub.add_parser("chat", help="send one message and print the answer and the DECISION")
