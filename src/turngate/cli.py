@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("turngate")
 ALLOW_ALL = "turngate.policies.allow_all"
+WORKER_PROCESSES_ENV = "TURNGATE_WORKER_PROCESSES"
 
 
 def _setup_logging() -> None:
@@ -74,6 +75,12 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     from turngate.devserver import DevServer
     from turngate.temporal_client import connect
 
+    try:
+        worker_processes = (
+            default_worker_processes() if args.worker_processes is None else args.worker_processes
+        )
+    except argparse.ArgumentTypeError as exc:
+        raise SystemExit(f"{WORKER_PROCESSES_ENV}: {exc}") from None
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     overrides: dict[str, Any] = {"port": args.port}
     if data_dir:
@@ -108,7 +115,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         await server.wait_ready()
         # One client for worker and API: a turn's first workflow task starts eagerly, in process.
         client = await connect(settings)
-        async with _dev_workers(settings, client, args.worker_processes, stop) as supervised:
+        async with _dev_workers(settings, client, worker_processes, stop) as supervised:
             api = f"http://{settings.host}:{settings.port}"
             print(
                 "\n".join(
@@ -121,7 +128,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                         f"  providers      {', '.join(_provider_names(settings))}",
                         f"  auth           {settings.auth_mode} (TURNGATE_AUTH)",
                         f"  encryption     {_encryption_line(settings)}",
-                        f"  workers        {_workers_line(args.worker_processes)}",
+                        f"  workers        {_workers_line(worker_processes)}",
                         f"  dev API key    {dev_key}",
                         "                 (tenant dev, all roles; export TURNGATE_API_KEY=... for chat)",
                         "",
@@ -138,9 +145,11 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     return supervised.result() if supervised is not None else 0
 
 
-def default_worker_processes(cpus: int | None = None) -> int:
-    """``turngate dev``: one worker process per core on a machine with more than one, else the
-    worker runs in the dev process itself (0)."""
+def default_worker_processes(cpus: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    """``turngate dev``: TURNGATE_WORKER_PROCESSES if set, else one worker process per core on a
+    machine with more than one, else 0 (the worker runs in the dev process itself)."""
+    if environ.get(WORKER_PROCESSES_ENV, "").strip():
+        return non_negative_int(environ[WORKER_PROCESSES_ENV])
     cpus = os.cpu_count() if cpus is None else cpus
     return cpus if cpus and cpus > 1 else 0
 
@@ -491,9 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--worker-processes",
         type=non_negative_int,
-        default=default_worker_processes(),
-        help="worker processes beside the API (default: one per core when there are several, "
-        "else 0: the worker runs in the dev process)",
+        default=None,
+        help="worker processes beside the API (default: TURNGATE_WORKER_PROCESSES, else one per "
+        "core when there are several, else 0: the worker runs in the dev process)",
     )
     dev.set_defaults(run=cmd_dev)
 

@@ -4,6 +4,7 @@ and a child whose supervisor was SIGKILLed stops by itself."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import signal
@@ -110,12 +111,17 @@ def test_a_child_without_a_supervisor_does_not_watch_one() -> None:
 
 
 def test_the_process_counts_of_worker_and_dev() -> None:
-    assert default_worker_processes(1) == 0 and default_worker_processes(2) == 2
-    assert default_worker_processes(None) == (os.cpu_count() if (os.cpu_count() or 1) > 1 else 0)
+    assert default_worker_processes(1, {}) == 0 and default_worker_processes(2, {}) == 2
+    assert default_worker_processes(None, {}) == (os.cpu_count() if (os.cpu_count() or 1) > 1 else 0)
+    assert default_worker_processes(8, {"TURNGATE_WORKER_PROCESSES": "0"}) == 0
+    assert default_worker_processes(1, {"TURNGATE_WORKER_PROCESSES": "3"}) == 3
+    with pytest.raises(argparse.ArgumentTypeError):
+        default_worker_processes(2, {"TURNGATE_WORKER_PROCESSES": "-1"})
     parser = build_parser()
     assert parser.parse_args(["worker"]).processes == 1
     assert parser.parse_args(["worker", "--processes", "3"]).processes == 3
     assert parser.parse_args(["dev", "--worker-processes", "0"]).worker_processes == 0
+    assert parser.parse_args(["dev"]).worker_processes is None  # TURNGATE_WORKER_PROCESSES or per core
     for bad in (["worker", "--processes", "0"], ["dev", "--worker-processes", "-1"]):
         with pytest.raises(SystemExit):
             parser.parse_args(bad)
