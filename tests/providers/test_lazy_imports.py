@@ -1,6 +1,7 @@
 """What a turn does not need is not imported: the vendor SDKs only with their provider
-configured, PyJWT only with OIDC configured. Behaviour is unchanged (the classification tests
-in this directory import the SDKs and check every error class)."""
+configured, PyJWT only with OIDC configured, numpy not in the API (only job workers need it).
+Behaviour is unchanged: the classification tests in this directory import the SDKs and check
+every error class."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ def _loaded(**env: str) -> list[str]:
 
 def test_api_and_worker_import_no_vendor_sdk_or_jwt_they_do_not_use() -> None:
     assert _loaded() == []
+
+
+def test_the_api_alone_imports_no_numpy() -> None:
+    code = "import sys, turngate.api.app; print('numpy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_a_configured_provider_imports_its_sdk_and_only_that_one() -> None:
