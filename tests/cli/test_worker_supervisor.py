@@ -125,3 +125,16 @@ def test_the_process_counts_of_worker_and_dev() -> None:
     for bad in (["worker", "--processes", "0"], ["dev", "--worker-processes", "-1"]):
         with pytest.raises(SystemExit):
             parser.parse_args(bad)
+
+
+def test_each_worker_process_gets_its_own_metrics_port() -> None:
+    from turngate.telemetry.metrics import WORKER_METRICS_ENV
+    from turngate.worker.processes import METRICS_BIND_ENV, child_env
+
+    assert METRICS_BIND_ENV == WORKER_METRICS_ENV
+    assert child_env({METRICS_BIND_ENV: "0.0.0.0:9464"}, 0)[METRICS_BIND_ENV] == "0.0.0.0:9464"
+    assert child_env({METRICS_BIND_ENV: "0.0.0.0:9464"}, 2)[METRICS_BIND_ENV] == "0.0.0.0:9466"
+    assert child_env({METRICS_BIND_ENV: "[::1]:9464"}, 1)[METRICS_BIND_ENV] == "[::1]:9465"
+    assert child_env({METRICS_BIND_ENV: "127.0.0.1:0"}, 3)[METRICS_BIND_ENV] == "127.0.0.1:0"
+    assert METRICS_BIND_ENV not in child_env({}, 1)
+    assert child_env({}, 1)[PARENT_PID_ENV] == str(os.getpid())

@@ -7,7 +7,8 @@ gives up loudly (exit 1, every other child stopped) when children keep dying: mo
 ``RESTART_LIMIT`` exits within ``RESTART_WINDOW_S``. SIGINT/SIGTERM stop every child (SIGTERM,
 then SIGKILL after ``STOP_GRACE_S``). A child whose supervisor is gone (SIGKILL of the parent)
 notices it through ``PARENT_PID_ENV`` and stops by itself. Nothing is lost when a child dies:
-its turns are Temporal workflows, resumed by another worker (docs/DESIGN.md).
+its turns are Temporal workflows, resumed by another worker (docs/DESIGN.md). Each child has its
+own provider slots (TURNGATE_LLM_CONCURRENCY) and its own metrics port (see :func:`child_env`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 
 #: Set by the supervisor in each child: the child stops when its parent process is no longer it.
 PARENT_PID_ENV = "TURNGATE_WORKER_PARENT_PID"
+#: The worker's /metrics and /healthz address (turngate.telemetry.metrics; not imported here: the
+#: supervisor stays light).
+METRICS_BIND_ENV = "TURNGATE_WORKER_METRICS_BIND"
 RESTART_LIMIT = 5
 RESTART_WINDOW_S = 60.0
 RESTART_DELAY_S = 0.5
@@ -52,7 +56,7 @@ class WorkerSupervisor:
     _exits: list[float] = field(default_factory=list)
 
     async def _spawn(self, slot: int) -> None:
-        env = {**(self.env if self.env is not None else os.environ), PARENT_PID_ENV: str(os.getpid())}
+        env = child_env(self.env if self.env is not None else os.environ, slot)
         proc = await asyncio.create_subprocess_exec(*self.command, env=env)
         self.children[slot] = proc
         log.info("worker process %d started (pid %d)", slot, proc.pid)
@@ -119,6 +123,16 @@ class WorkerSupervisor:
                     with contextlib.suppress(ProcessLookupError):
                         proc.kill()
             await asyncio.gather(*(p.wait() for p in running))
+
+
+def child_env(environ: Mapping[str, str], slot: int) -> dict[str, str]:
+    """A child's environment: its supervisor's pid, and its own metrics port (the configured
+    port plus the child's slot: 9464, 9465, ...; port 0 stays 0, a free port each)."""
+    env = {**environ, PARENT_PID_ENV: str(os.getpid())}
+    host, _, port = env.get(METRICS_BIND_ENV, "").strip().rpartition(":")
+    if port.isdigit() and int(port) != 0:
+        env[METRICS_BIND_ENV] = f"{host}:{int(port) + slot}"
+    return env
 
 
 async def stop_when_orphaned(stop: asyncio.Event, environ: Mapping[str, str] = os.environ) -> None:
