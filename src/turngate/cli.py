@@ -146,12 +146,17 @@ async def cmd_dev(args: argparse.Namespace) -> int:
 
 
 def default_worker_processes(cpus: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
-    """``turngate dev``: TURNGATE_WORKER_PROCESSES if set, else one worker process per core on a
-    machine with more than one, else 0 (the worker runs in the dev process itself)."""
+    """``turngate dev``: TURNGATE_WORKER_PROCESSES if set, else a worker process per two cores on
+    a machine with more than two, else 0 (the worker runs in the dev process itself).
+
+    Why (docs/BENCHMARKS.md, CPU per turn): the worker processes use ~40 % of a turn's CPU, the
+    Temporal dev server as much, the API the rest, so workers on half the cores keep pace with
+    the others. On 2 cores, separate processes cost more CPU per turn (no eager start, two
+    processes' overhead) than the GIL they escape: measured slower and 3x the memory."""
     if environ.get(WORKER_PROCESSES_ENV, "").strip():
         return non_negative_int(environ[WORKER_PROCESSES_ENV])
     cpus = os.cpu_count() if cpus is None else cpus
-    return cpus if cpus and cpus > 1 else 0
+    return cpus // 2 if cpus and cpus > 2 else 0
 
 
 def _workers_line(processes: int) -> str:
@@ -455,26 +460,24 @@ async def cmd_gc(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
+def _int_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    return _int_at_least(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """An argparse type: an integer of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+    return _int_at_least(text, 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -502,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=non_negative_int,
         default=None,
         help="worker processes beside the API (default: TURNGATE_WORKER_PROCESSES, else one per "
-        "core when there are several, else 0: the worker runs in the dev process)",
+        "two cores on more than two cores, else 0: the worker runs in the dev process)",
     )
     dev.set_defaults(run=cmd_dev)
 

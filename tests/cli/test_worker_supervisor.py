@@ -111,8 +111,9 @@ def test_a_child_without_a_supervisor_does_not_watch_one() -> None:
 
 
 def test_the_process_counts_of_worker_and_dev() -> None:
-    assert default_worker_processes(1, {}) == 0 and default_worker_processes(2, {}) == 2
-    assert default_worker_processes(None, {}) == (os.cpu_count() if (os.cpu_count() or 1) > 1 else 0)
+    assert [default_worker_processes(cpus, {}) for cpus in (1, 2, 3, 4, 8)] == [0, 0, 1, 2, 4]
+    cpus = os.cpu_count() or 1
+    assert default_worker_processes(None, {}) == (cpus // 2 if cpus > 2 else 0)
     assert default_worker_processes(8, {"TURNGATE_WORKER_PROCESSES": "0"}) == 0
     assert default_worker_processes(1, {"TURNGATE_WORKER_PROCESSES": "3"}) == 3
     with pytest.raises(argparse.ArgumentTypeError):

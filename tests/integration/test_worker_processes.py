@@ -9,7 +9,7 @@ import os
 import signal
 from pathlib import Path
 
-from tests.processes import spawn, until
+from tests.processes import LONG_MESSAGE, spawn, turn_inside_provider_call, until
 from tests.stack import make_settings, running_stack
 from turngate.ledger import LedgerStore, verify_ledger
 from turngate.temporal_client import connect
@@ -44,12 +44,7 @@ async def test_worker_processes_killed_mid_call_are_restarted_and_the_turn_ends_
         else:
             raise AssertionError("the worker processes never polled")
         async with running_stack(settings, worker=False) as stack:
-            resp = await stack.chat(
-                "one two three four five six seven eight", correlation_id="c-kill", wait="decision"
-            )
-            assert resp.json()["decision"]["payload"]["decision"] == "ALLOW"
-            await asyncio.sleep(0.6)  # inside the streaming provider call
-            assert _kinds(store, "c-kill") == ["INTENT", "DECISION"]
+            await turn_inside_provider_call(stack, store, "c-kill")
             for pid in first:
                 os.kill(pid, signal.SIGKILL)
             await until(
@@ -63,9 +58,7 @@ async def test_worker_processes_killed_mid_call_are_restarted_and_the_turn_ends_
                 done = await stack.chat(f"after {i}", correlation_id=f"c-after-{i}")
                 assert done.status_code == 202 and "execution" in done.json()
         assert _kinds(store, "c-kill") == ["INTENT", "DECISION", "EXECUTION"]
-        assert store.by_correlation("c-kill")[-1].payload["output_text"] == (
-            "echo: one two three four five six seven eight"
-        )
+        assert store.by_correlation("c-kill")[-1].payload["output_text"] == f"echo: {LONG_MESSAGE}"
         assert verify_ledger(store).ok
         assert supervisor.poll() is None  # two exits are under the restart limit
         children = _children(supervisor.pid)
