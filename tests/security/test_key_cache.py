@@ -86,3 +86,17 @@ async def test_a_key_revoked_by_the_cli_is_refused_within_the_bound(secure_setti
         await asyncio.sleep(max(0.0, first_lookup + bound_s + 0.05 - time.monotonic()))
         gone = await stack.http.get("/snapshot", headers=bearer(created.secret))
         assert gone.status_code == 401 and gone.json()["reason_code"] == "auth.invalid"
+
+
+def test_the_documented_bound_and_its_limits() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from turngate.settings import Settings
+
+    assert Settings.model_fields["auth_key_cache_s"].default == 5.0  # docs/SECURITY.md
+    for ok in ("0", "300"):
+        assert Settings(TURNGATE_AUTH_KEY_CACHE_S=ok).auth_key_cache_s == float(ok)
+    for bad in ("-0.1", "300.1"):
+        with pytest.raises(ValidationError):
+            Settings(TURNGATE_AUTH_KEY_CACHE_S=bad)
