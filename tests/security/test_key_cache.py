@@ -8,6 +8,9 @@ import subprocess
 import sys
 import time
 
+import pytest
+from pydantic import ValidationError
+
 from tests.security.conftest import bearer
 from tests.stack import running_stack
 from turngate.ledger import LedgerStore
@@ -89,11 +92,6 @@ async def test_a_key_revoked_by_the_cli_is_refused_within_the_bound(secure_setti
 
 
 def test_the_documented_bound_and_its_limits() -> None:
-    import pytest
-    from pydantic import ValidationError
-
-    from turngate.settings import Settings
-
     assert Settings.model_fields["auth_key_cache_s"].default == 5.0  # docs/SECURITY.md
     for ok in ("0", "300"):
         assert Settings(TURNGATE_AUTH_KEY_CACHE_S=ok).auth_key_cache_s == float(ok)
