@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("turngate")
 ALLOW_ALL = "turngate.policies.allow_all"
-WORKER_PROCESSES_ENV = "TURNGATE_WORKER_PROCESSES"
 
 
 def _setup_logging() -> None:
@@ -74,13 +73,11 @@ async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | N
 async def cmd_dev(args: argparse.Namespace) -> int:
     from turngate.devserver import DevServer
     from turngate.temporal_client import connect
+    from turngate.worker.dev_workers import dev_workers, worker_processes_from_env, workers_line
 
-    try:
-        worker_processes = (
-            default_worker_processes() if args.worker_processes is None else args.worker_processes
-        )
-    except argparse.ArgumentTypeError as exc:
-        raise SystemExit(f"{WORKER_PROCESSES_ENV}: {exc}") from None
+    worker_processes = args.worker_processes
+    if worker_processes is None:
+        worker_processes = worker_processes_from_env()
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     overrides: dict[str, Any] = {"port": args.port}
     if data_dir:
@@ -113,9 +110,10 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     server.start()
     try:
         await server.wait_ready()
-        # One client for worker and API: a turn's first workflow task starts eagerly, in process.
+        # One client for API and an in-process worker: a turn's first workflow task then starts
+        # eagerly, in process.
         client = await connect(settings)
-        async with _dev_workers(settings, client, worker_processes, stop) as supervised:
+        async with dev_workers(settings, client, worker_processes, stop) as supervised:
             api = f"http://{settings.host}:{settings.port}"
             print(
                 "\n".join(
@@ -128,7 +126,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                         f"  providers      {', '.join(_provider_names(settings))}",
                         f"  auth           {settings.auth_mode} (TURNGATE_AUTH)",
                         f"  encryption     {_encryption_line(settings)}",
-                        f"  workers        {_workers_line(worker_processes)}",
+                        f"  workers        {workers_line(worker_processes)}",
                         f"  dev API key    {dev_key}",
                         "                 (tenant dev, all roles; export TURNGATE_API_KEY=... for chat)",
                         "",
@@ -143,71 +141,6 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         print("turngate: stopping ...", flush=True)
         server.stop()
     return supervised.result() if supervised is not None else 0
-
-
-def default_worker_processes(cpus: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
-    """``turngate dev``: TURNGATE_WORKER_PROCESSES if set, else a worker process per two cores on
-    a machine with more than two, else 0 (the worker runs in the dev process itself).
-
-    Why (docs/BENCHMARKS.md, CPU per turn): the worker processes use ~40 % of a turn's CPU, the
-    Temporal dev server as much, the API the rest, so workers on half the cores keep pace with
-    the others. On 2 cores, separate processes cost more CPU per turn (no eager start, two
-    processes' overhead) than the GIL they escape: measured slower and 3x the memory."""
-    if environ.get(WORKER_PROCESSES_ENV, "").strip():
-        return non_negative_int(environ[WORKER_PROCESSES_ENV])
-    cpus = os.cpu_count() if cpus is None else cpus
-    return cpus // 2 if cpus and cpus > 2 else 0
-
-
-def _workers_line(processes: int) -> str:
-    if processes == 0:
-        return "in this process (turngate dev --worker-processes N for N processes)"
-    return f"{processes} processes (turngate dev --worker-processes N; 0: in this process)"
-
-
-def _dev_worker_env(settings: Settings) -> dict[str, str]:
-    """What a worker process of `turngate dev` needs beside this process's environment."""
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": settings.temporal_address,
-        "TURNGATE_DATA_DIR": str(settings.data_dir),
-    }
-    env["TURNGATE_POLICY_MODULE"] = settings.policy_module or ""
-    if settings.encryption_keys_file:
-        env["TURNGATE_ENCRYPTION_KEYS_FILE"] = str(settings.encryption_keys_file)
-    return env
-
-
-@contextlib.asynccontextmanager
-async def _dev_workers(
-    settings: Settings, client: Client, processes: int, stop: asyncio.Event
-) -> AsyncIterator[asyncio.Task[int] | None]:
-    """The worker of `turngate dev`: in this process (0), or ``processes`` supervised worker
-    processes (yields the supervisor's task; it sets ``stop`` when it gives up)."""
-    if processes == 0:
-        from turngate.worker.run import running_worker
-
-        async with running_worker(settings, client=client):
-            yield None
-        return
-    from turngate.worker.pollers import wait_for_pollers
-    from turngate.worker.processes import WorkerSupervisor
-
-    supervisor = WorkerSupervisor(processes, env=_dev_worker_env(settings))
-    task = asyncio.create_task(supervisor.run(stop))
-    task.add_done_callback(lambda _: stop.set())
-    try:
-        pids = lambda: [p.pid for p in supervisor.children.values()]  # noqa: E731
-        waiting = asyncio.create_task(wait_for_pollers(client, settings.turns_task_queue, pids))
-        await asyncio.wait([waiting, task], return_when=asyncio.FIRST_COMPLETED)
-        if task.done() or not waiting.result():
-            waiting.cancel()
-            stop.set()
-            raise SystemExit("the worker processes did not start (see their log lines above)")
-        yield task
-    finally:
-        stop.set()
-        await task
 
 
 def _dev_key(settings: Settings) -> str:

@@ -4,7 +4,6 @@ and a child whose supervisor was SIGKILLed stops by itself."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import signal
@@ -15,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from turngate.cli import build_parser, default_worker_processes
+from turngate.cli import build_parser
+from turngate.worker.dev_workers import worker_processes_from_env
 from turngate.worker.processes import PARENT_PID_ENV, WorkerSupervisor
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
@@ -111,13 +111,14 @@ def test_a_child_without_a_supervisor_does_not_watch_one() -> None:
 
 
 def test_the_process_counts_of_worker_and_dev() -> None:
-    assert [default_worker_processes(cpus, {}) for cpus in (1, 2, 3, 4, 8)] == [0, 0, 1, 2, 4]
+    assert [worker_processes_from_env(cpus, {}) for cpus in (1, 2, 3, 4, 8)] == [0, 0, 1, 2, 4]
     cpus = os.cpu_count() or 1
-    assert default_worker_processes(None, {}) == (cpus // 2 if cpus > 2 else 0)
-    assert default_worker_processes(8, {"TURNGATE_WORKER_PROCESSES": "0"}) == 0
-    assert default_worker_processes(1, {"TURNGATE_WORKER_PROCESSES": "3"}) == 3
-    with pytest.raises(argparse.ArgumentTypeError):
-        default_worker_processes(2, {"TURNGATE_WORKER_PROCESSES": "-1"})
+    assert worker_processes_from_env(None, {}) == (cpus // 2 if cpus > 2 else 0)
+    assert worker_processes_from_env(8, {"TURNGATE_WORKER_PROCESSES": "0"}) == 0
+    assert worker_processes_from_env(1, {"TURNGATE_WORKER_PROCESSES": "3"}) == 3
+    for bad in ("-1", "two"):
+        with pytest.raises(SystemExit, match="TURNGATE_WORKER_PROCESSES must be a whole number"):
+            worker_processes_from_env(2, {"TURNGATE_WORKER_PROCESSES": bad})
     parser = build_parser()
     assert parser.parse_args(["worker"]).processes == 1
     assert parser.parse_args(["worker", "--processes", "3"]).processes == 3
