@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from bench.client import TailClock, distribution, intent, ledger_events, pct, refs_to
+from bench.history import history_events_per_turn
 from bench.stack import MemorySampler, RunningTurngate, cpu_by_role
 
 MESSAGE = "hello from the benchmark"
@@ -77,7 +78,10 @@ async def sequential(target: RunningTurngate, sizes: Sizes) -> dict[str, Any]:
             finished = await clock.wait(body["correlation_id"])
             if i >= sizes.warmup:
                 latencies.append((finished - start) * 1000)
-    return {"latency_ms": distribution(latencies)}
+    result: dict[str, Any] = {"latency_ms": distribution(latencies)}
+    if target.temporal_address:
+        result["history_events_per_turn"] = await history_events_per_turn(target.temporal_address)
+    return result
 
 
 async def _closed_loop(
@@ -130,7 +134,7 @@ async def concurrent(target: RunningTurngate, sizes: Sizes) -> dict[str, Any]:
     with MemorySampler(target.pid) as memory:
         result = await _closed_loop(target, sizes.clients, sizes.concurrent_s, "conc")
     after = cpu_by_role(target.pid) if target.pid else {}
-    # CPU per turn bounds throughput: 2 cores / (worker+API + Temporal CPU per turn)
+    # CPU per turn bounds throughput: cores / (API + workers + Temporal CPU per turn)
     cpu_ms = {
         role: round((after[role] - before[role]) * 1000 / max(1, result["turns"]), 1) for role in before
     }

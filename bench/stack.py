@@ -1,9 +1,10 @@
 """Start a turngate to measure: `turngate dev` on free loopback ports, with its echo provider.
 
 The echo provider is the fake provider here: it answers after ``TURNGATE_ECHO_LATENCY_MS``
-(3 ms by default, like the fake provider the targets were set against). Worker and API share
-one process (``turngate dev``); the Temporal dev server is its child, so memory is reported for
-both separately.
+(3 ms by default, like the fake provider the targets were set against). Started as
+``turngate dev``: the API in its process, the worker there too or in worker processes (one per
+core by default); the Temporal dev server and the worker processes are its children, so memory
+and CPU are reported per role.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,8 @@ class RunningTurngate:
     """The `turngate dev` process (worker + API); None for a turngate we did not start."""
     data_dir: Path | None
     headers: dict[str, str] = field(default_factory=dict)
+    temporal_address: str | None = None
+    """Its Temporal dev server (to count history events per turn); None when not started here."""
 
 
 def _rss_mb(pid: int) -> float | None:
@@ -53,12 +56,28 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def rss_by_role(pid: int) -> dict[str, float]:
-    """Resident MB of worker+API (`turngate dev` itself) and of the Temporal server (child)."""
-    out = {"turngate": _rss_mb(pid) or 0.0, "temporal": 0.0}
+def _is_temporal(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"start-dev" in argv
+
+
+def _by_role(pid: int, measure: Callable[[int], float]) -> dict[str, float]:
+    """``measure`` per role: ``api`` (the `turngate dev` process: API, and the worker when it
+    runs there), ``workers`` (its worker processes), ``turngate`` (both), ``temporal`` (the
+    Temporal dev server, also its child)."""
+    out = {"api": measure(pid), "workers": 0.0, "temporal": 0.0}
     for child in _children(pid):
-        out["temporal"] += _rss_mb(child) or 0.0
+        out["temporal" if _is_temporal(child) else "workers"] += measure(child)
+    out["turngate"] = out["api"] + out["workers"]
     return out
+
+
+def rss_by_role(pid: int) -> dict[str, float]:
+    """Resident MB per role (see :func:`_by_role`)."""
+    return _by_role(pid, lambda p: _rss_mb(p) or 0.0)
 
 
 def _cpu_s(pid: int) -> float:
@@ -70,8 +89,8 @@ def _cpu_s(pid: int) -> float:
 
 
 def cpu_by_role(pid: int) -> dict[str, float]:
-    """CPU seconds used so far by worker+API (`turngate dev`) and by the Temporal server."""
-    return {"turngate": _cpu_s(pid), "temporal": sum(_cpu_s(c) for c in _children(pid))}
+    """CPU seconds used so far per role (see :func:`_by_role`)."""
+    return _by_role(pid, _cpu_s)
 
 
 class MemorySampler:
@@ -130,7 +149,8 @@ async def start_turngate(env: Mapping[str, str]) -> AsyncIterator[RunningTurngat
     url = f"http://127.0.0.1:{port}"
     try:
         await _wait_healthy(url, proc, log)
-        yield RunningTurngate(url, proc.pid, data, _dev_key_headers(log))
+        temporal = f"127.0.0.1:{temporal_port}"
+        yield RunningTurngate(url, proc.pid, data, _dev_key_headers(log), temporal)
     finally:
         proc.send_signal(2)
         try:

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -63,3 +64,15 @@ async def until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+LONG_MESSAGE = "one two three four five six seven eight"
+
+
+async def turn_inside_provider_call(stack: Any, store: Any, correlation_id: str) -> None:
+    """Start a turn with a streaming echo answer (echo_delay_ms=250 per word) and return while its
+    provider call runs: INTENT and DECISION recorded, no EXECUTION yet."""
+    resp = await stack.chat(LONG_MESSAGE, correlation_id=correlation_id, wait="decision")
+    assert resp.json()["decision"]["payload"]["decision"] == "ALLOW"
+    await asyncio.sleep(0.6)  # inside the streaming provider call
+    assert [str(e.kind) for e in store.by_correlation(correlation_id)] == ["INTENT", "DECISION"]

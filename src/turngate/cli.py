@@ -94,8 +94,11 @@ async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | N
 async def cmd_dev(args: argparse.Namespace) -> int:
     from turngate.devserver import DevServer, DevServerError
     from turngate.temporal_client import connect
-    from turngate.worker.run import running_worker
+    from turngate.worker.dev_workers import dev_workers, worker_processes_from_env, workers_line
 
+    worker_processes = args.worker_processes
+    if worker_processes is None:
+        worker_processes = worker_processes_from_env()
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     overrides: dict[str, Any] = {"port": args.port}
     if data_dir:
@@ -132,9 +135,10 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     server.start()
     try:
         await server.wait_ready()
-        # One client for worker and API: a turn's first workflow task starts eagerly, in process.
+        # One client for API and an in-process worker: a turn's first workflow task then starts
+        # eagerly, in process.
         client = await connect(settings)
-        async with running_worker(settings, client=client):
+        async with dev_workers(settings, client, worker_processes, stop) as supervised:
             api = f"http://{settings.host}:{settings.port}"
             print(
                 "\n".join(
@@ -142,11 +146,13 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                         "",
                         f"  API            {api}",
                         f"  OpenAPI docs   {api}/docs",
+                        f"  web UI         {api}/ui/",
                         f"  Temporal UI    {server.ui_url}",
                         f"  data dir       {settings.data_dir}",
                         f"  providers      {', '.join(_provider_names(settings))}",
                         f"  auth           {settings.auth_mode} (TURNGATE_AUTH)",
                         f"  encryption     {_encryption_line(settings)}",
+                        f"  workers        {workers_line(worker_processes)}",
                         f"  dev API key    {dev_key}",
                         "                 (tenant dev, all roles; export TURNGATE_API_KEY=... for chat)",
                         "",
@@ -160,7 +166,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     finally:
         print("turngate: stopping ...", flush=True)
         server.stop(timeout_s=DEV_SERVER_STOP_S)
-    return 0
+    return supervised.result() if supervised is not None else 0
 
 
 def _dev_key(settings: Settings) -> str:
@@ -210,12 +216,22 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def cmd_worker(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    if args.processes > 1:
+        from turngate.worker.processes import WorkerSupervisor
+
+        load_settings()  # a bad configuration fails here, once, not in every child
+        return await WorkerSupervisor(args.processes).run(stop)
+    from turngate.worker.processes import stop_when_orphaned
     from turngate.worker.run import run_worker
 
     settings = load_settings()
-    stop = asyncio.Event()
-    _stop_on_signals(stop)
-    await run_worker(settings, stop)
+    orphan_watch = asyncio.create_task(stop_when_orphaned(stop))
+    try:
+        await run_worker(settings, stop)
+    finally:
+        orphan_watch.cancel()
     return 0
 
 
@@ -399,15 +415,24 @@ async def cmd_gc(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
+def _int_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer of at least 0."""
+    return _int_at_least(text, 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -430,6 +455,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="encrypt Temporal histories (a key file in the data dir unless keys are configured)",
     )
+    dev.add_argument(
+        "--worker-processes",
+        type=non_negative_int,
+        default=None,
+        help="worker processes beside the API (default: TURNGATE_WORKER_PROCESSES, else one per "
+        "two cores on more than two cores, else 0: the worker runs in the dev process)",
+    )
     dev.set_defaults(run=cmd_dev)
 
     serve = sub.add_parser("serve", help="run the API (needs a Temporal server and a worker)")
@@ -438,6 +470,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=cmd_serve)
 
     worker = sub.add_parser("worker", help="run the Temporal worker (turns + provider calls)")
+    worker.add_argument(
+        "--processes",
+        type=positive_int,
+        default=1,
+        help="worker processes under one supervisor (default 1; one per core uses every core)",
+    )
     worker.set_defaults(run=cmd_worker)
 
     chat = sub.add_parser("chat", help="send one message and print the answer and the DECISION")

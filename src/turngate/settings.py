@@ -189,6 +189,9 @@ class Settings(BaseSettings):
     # dev: a request without credentials from a loopback address is an unscoped admin (used by
     # `turngate dev` unless TURNGATE_AUTH is set; never the default).
     auth_mode: Literal["keys", "dev"] = Field("keys", validation_alias=_alias("TURNGATE_AUTH"))
+    # An API key found active is trusted for this many seconds without a lookup: a revoked key
+    # is refused within this bound (0: looked up on every request, revocation immediate).
+    auth_key_cache_s: float = Field(5.0, ge=0, le=300, validation_alias=_alias("TURNGATE_AUTH_KEY_CACHE_S"))
     # Per-key token bucket: sustained requests per second and burst size.
     rate_limit_per_s: float = Field(20.0, gt=0, validation_alias=_alias("TURNGATE_RATE_LIMIT_PER_S"))
     rate_limit_burst: int = Field(40, ge=1, validation_alias=_alias("TURNGATE_RATE_LIMIT_BURST"))

@@ -34,6 +34,11 @@ def test_quick_run_of_every_scenario(tmp_path: Path) -> None:
     assert "PASS" in done.stdout or "MISS" in done.stdout  # the table was printed
     assert results["sequential"]["latency_ms"]["n"] == 5
     assert results["concurrent"]["errors"] == 0
+    # A turn allowed with a regular provider activity: 15 history events (docs/BENCHMARKS.md).
+    assert results["sequential"]["history_events_per_turn"]["median"] == 15
+    cpu = results["concurrent"]["cpu_ms_per_turn"]
+    assert set(cpu) == {"api", "workers", "temporal", "turngate"}
+    assert cpu["temporal"] > 0 and cpu["turngate"] == pytest.approx(cpu["api"] + cpu["workers"], abs=0.2)
     assert results["thread"]["not_executed"] == 0
     overload = results["overload"]
     assert overload["refused"].get("queue.full", 0) > 0, "the tiny queue (5) was never full"
@@ -62,3 +67,6 @@ def test_targets_pass_and_miss() -> None:
     assert status["sequential p50"] == "PASS" and status["sequential p99"] == "MISS"
     assert status["overload, lost or partial"] == "PASS"
     assert status["worker+API peak RSS under overload"] == "MISS"
+    history = {"n": 3, "min": 15, "median": 15, "max": 15}
+    reported = evaluate({"sequential": {"history_events_per_turn": history}})
+    assert [row["status"] for row in reported if row["target"] == "history events per turn"] == ["-"]

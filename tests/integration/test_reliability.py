@@ -7,7 +7,7 @@ import signal
 
 import httpx
 
-from tests.processes import spawn, until, wait_http
+from tests.processes import spawn, turn_inside_provider_call, until, wait_http
 from tests.stack import envelope, make_settings, running_stack
 from turngate.ledger import LedgerStore, verify_ledger
 
@@ -23,12 +23,7 @@ async def test_worker_killed_during_provider_call(tmp_path, temporal_server) -> 
     second = None
     try:
         async with running_stack(settings, worker=False) as stack:
-            resp = await stack.chat(
-                "one two three four five six seven eight", correlation_id="c-kill", wait="decision"
-            )
-            assert resp.json()["decision"]["payload"]["decision"] == "ALLOW"
-            await asyncio.sleep(0.6)  # inside the streaming provider call
-            assert _kinds(store, "c-kill") == ["INTENT", "DECISION"]
+            await turn_inside_provider_call(stack, store, "c-kill")
             first.send_signal(signal.SIGKILL)
             first.wait(10)
             second = spawn(["worker"], settings, tmp_path / "worker-2.log")

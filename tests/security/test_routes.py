@@ -97,10 +97,13 @@ async def test_public_routes_answer_without_credentials_but_refuse_a_bad_key(
         assert bad.status_code == 401
 
 
-async def test_the_right_role_gets_in_and_revocation_is_immediate(secure_settings: Settings) -> None:
+async def test_the_right_role_gets_in_and_revocation_is_immediate_without_the_key_cache(
+    secure_settings: Settings,
+) -> None:
     from turngate.ledger import LedgerStore
     from turngate.security.keys import KeyStore
 
+    secure_settings = secure_settings.model_copy(update={"auth_key_cache_s": 0.0})
     with LedgerStore(secure_settings.effective_ledger_url) as ledger:
         created = KeyStore(ledger.engine).create("acme", "snapshot.read")
     async with running_stack(secure_settings, worker=False) as stack:

@@ -67,7 +67,9 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         app.state.turn_slots = TurnSlots(settings.turn_queue_max)
         limits = open_limits(settings)
         app.state.limits = limits
-        app.state.auth = Authenticator(KeyStore(store.engine), settings.auth_mode, limits.rate)
+        app.state.auth = Authenticator(
+            KeyStore(store.engine), settings.auth_mode, limits.rate, key_cache_s=settings.auth_key_cache_s
+        )
         app.state.stream_slots = limits.streams
         artifacts = open_artifact_store(settings.effective_artifacts)
         app.state.turngate = ApiState(settings, temporal, store, watcher, boundary, artifacts)

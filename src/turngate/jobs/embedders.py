@@ -13,37 +13,17 @@ the chat providers (429/5xx/timeouts retryable, other 4xx not).
 from __future__ import annotations
 
 import os
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
+from turngate.jobs.embedder_spec import OFFLINE_VERSION, EmbedderSpec
 from turngate.providers.base import ProviderError
 from turngate.providers.errors import classify_exception
 
-OFFLINE_VERSION = "hash-ngrams/1"
 _NGRAMS = (3, 4, 5)
 _PRIME = np.uint64(1_000_003)
 _MIX = np.uint64(0x9E3779B97F4A7C15)
-
-
-class EmbedderSpec(BaseModel):
-    """Which embedder a job uses. No secrets: keys come from the worker's environment."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["offline", "openai", "ollama"] = "offline"
-    model: str = OFFLINE_VERSION
-    dim: int | None = Field(default=256, ge=8, le=8192)  # offline: buckets; openai: `dimensions`
-    base_url: str | None = None  # openai: base URL; ollama: host (else the SDK's env defaults)
-    batch_size: int = Field(default=64, ge=1, le=2048)
-    timeout_s: float = Field(default=60.0, gt=0)
-
-    @property
-    def embedder_id(self) -> str:
-        """What an embedding depends on (never the URL: one model behind two URLs is one model)."""
-        suffix = f"/dim={self.dim}" if self.dim and self.kind != "ollama" else ""
-        return f"{self.kind}:{self.model}{suffix}"
 
 
 @runtime_checkable

@@ -18,25 +18,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from turngate.core.canonical import canonical_bytes, digest, digest_bytes
+from turngate.jobs.index_params import IndexParams
 
 INDEX_FORMAT = "turngate-case-index/1"
 INDEX_KIND = "case-index"
-FTS_TOKENIZER = "unicode61 remove_diacritics 2"
-
-
-class IndexParams(BaseModel):
-    """Everything besides the chunks and embeddings that shapes rankings (part of the version)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tokenizer: str = FTS_TOKENIZER
-    lexical_weight: float = Field(default=0.5, ge=0, le=1)
-    vector_weight: float = Field(default=0.5, ge=0, le=1)
-    candidate_k: int = Field(default=50, ge=1, le=10_000)  # per method, before fusion
-    chunker: dict[str, object] = Field(default_factory=dict)  # the ChunkParams the chunks came from
 
 
 class IndexManifest(BaseModel):

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from turngate.core.events import AdmissionError
 from turngate.core.manifest import ArtifactPointer
 from turngate.jobs.chunking import ChunkParams
-from turngate.jobs.embedders import OFFLINE_VERSION, EmbedderSpec
-from turngate.jobs.index import IndexParams
+from turngate.jobs.embedder_spec import OFFLINE_VERSION, EmbedderSpec
+from turngate.jobs.index_params import IndexParams
 from turngate.jobs.models import JOB_TYPES, JobType
 from turngate.settings import Settings
 

@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turngate.core.manifest import ArtifactPointer
 from turngate.jobs.chunking import ChunkParams
-from turngate.jobs.embedders import EmbedderSpec
-from turngate.jobs.index import IndexParams
+from turngate.jobs.embedder_spec import EmbedderSpec
+from turngate.jobs.index_params import IndexParams
 
 JobType = Literal["case.ingest", "case.embed", "case.index"]
 JOB_TYPES: tuple[JobType, ...] = ("case.ingest", "case.embed", "case.index")

@@ -20,7 +20,7 @@ from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.embedders import EmbedderSpec
+from turngate.jobs.embedder_spec import EmbedderSpec
 from turngate.ledger.schema import case_records
 from turngate.ledger.store import utc_now_iso
 

@@ -31,36 +31,28 @@ from __future__ import annotations
 
 import email.utils
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import anthropic
-import httpx
-import ollama
-import openai
-
 from turngate.providers.base import ProviderError
 
-try:  # the vendor SDKs ship their own fork of httpx; its errors are distinct classes
-    import httpx2
+# The vendor SDKs are imported by their providers, only when configured (~90 MB for openai and
+# anthropic): an exception of an SDK that is not in sys.modules cannot have been raised, so the
+# checks below look only at the SDKs (and httpx2, their fork of httpx) already imported.
+_HTTPX_MODULES = ("httpx", "httpx2")
 
-    _TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (
-        httpx.TimeoutException,
-        httpx2.TimeoutException,
-    )
-    _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-        httpx.TransportError,
-        httpx2.TransportError,
-    )
-    _HTTP_STATUS_ERRORS: tuple[type[BaseException], ...] = (
-        httpx.HTTPStatusError,
-        httpx2.HTTPStatusError,
-    )
-except ImportError:  # pragma: no cover - older SDKs use plain httpx
-    _TIMEOUT_ERRORS = (httpx.TimeoutException,)
-    _TRANSPORT_ERRORS = (httpx.TransportError,)
-    _HTTP_STATUS_ERRORS = (httpx.HTTPStatusError,)
+
+def _classes(modules: tuple[str, ...], name: str) -> tuple[type[BaseException], ...]:
+    """``name`` of each of ``modules`` that is already imported (an empty tuple matches nothing)."""
+    found = (getattr(sys.modules.get(module), name, None) for module in modules)
+    return tuple(cls for cls in found if isinstance(cls, type))
+
+
+def _sdk(name: str) -> tuple[type[BaseException], ...]:
+    return _classes(("openai", "anthropic"), name)
+
 
 MAX_MESSAGE_CHARS = 500
 REDACTED = "[redacted]"
@@ -199,13 +191,13 @@ def classify_exception(
     if isinstance(exc, ProviderError):
         return exc
     name = type(exc).__name__
-    if isinstance(exc, (openai.APITimeoutError, anthropic.APITimeoutError, *_TIMEOUT_ERRORS)):
+    if isinstance(exc, (*_sdk("APITimeoutError"), *_classes(_HTTPX_MODULES, "TimeoutException"))):
         return ProviderError(
             "provider.timeout", _message(f"{vendor}: timed out", name, secrets), retryable=True
         )
-    if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
+    if isinstance(exc, _sdk("APIConnectionError")):
         return _connection_error(vendor, f"{name}: {_cause_text(exc)}", secrets)
-    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
+    if isinstance(exc, _sdk("APIStatusError")):
         message, error_type = _body_detail(exc.body)
         return classify_status(
             exc.status_code,
@@ -215,14 +207,14 @@ def classify_exception(
             error_type=error_type,
             secrets=secrets,
         )
-    if isinstance(exc, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
+    if isinstance(exc, _sdk("APIResponseValidationError")):
         return ProviderError(
             "provider.invalid_response",
             _message(f"{vendor}: malformed response", name, secrets),
             retryable=False,
             status_code=exc.status_code,
         )
-    if isinstance(exc, openai.APIError):  # an error event inside a streamed 200 response
+    if isinstance(exc, _classes(("openai",), "APIError")):  # an error event in a streamed 200 response
         message, error_type = _body_detail(exc.body)
         return classify_status(
             200,
@@ -231,18 +223,18 @@ def classify_exception(
             error_type=error_type or getattr(exc, "type", None),
             secrets=secrets,
         )
-    if isinstance(exc, openai.OpenAIError | anthropic.AnthropicError):
+    if isinstance(exc, (*_classes(("openai",), "OpenAIError"), *_classes(("anthropic",), "AnthropicError"))):
         # Client-side SDK failures (missing credentials, bad configuration): never retryable.
         return ProviderError(
             "provider.client_error",
             _message(f"{vendor}: {name}", str(exc), secrets),
             retryable=False,
         )
-    if isinstance(exc, ollama.ResponseError):
+    if isinstance(exc, _classes(("ollama",), "ResponseError")):
         if exc.status_code < 0:  # {"error": ...} line inside the NDJSON stream
             return classify_status(200, vendor=vendor, detail=str(exc.error), secrets=secrets)
         return classify_status(exc.status_code, vendor=vendor, detail=str(exc.error), secrets=secrets)
-    if isinstance(exc, _HTTP_STATUS_ERRORS):
+    if isinstance(exc, _classes(_HTTPX_MODULES, "HTTPStatusError")):
         response = exc.response  # type: ignore[attr-defined]
         return classify_status(
             response.status_code,
@@ -251,7 +243,7 @@ def classify_exception(
             headers=response.headers,
             secrets=secrets,
         )
-    if isinstance(exc, _TRANSPORT_ERRORS):
+    if isinstance(exc, _classes(_HTTPX_MODULES, "TransportError")):
         return _connection_error(vendor, f"{name}: {exc}", secrets)
     if isinstance(exc, ConnectionError):  # ollama raises the builtin for refused connections
         return _connection_error(vendor, f"{name}: {exc}", secrets)

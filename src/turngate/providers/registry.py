@@ -14,11 +14,8 @@ import logging
 from collections.abc import Mapping
 
 from turngate.core.models import ProviderCatalog, ProviderEntry
-from turngate.providers.anthropic_chat import AnthropicChatProvider
 from turngate.providers.base import Provider
 from turngate.providers.echo import ECHO_MODELS, EchoProvider
-from turngate.providers.ollama_chat import OllamaChatProvider
-from turngate.providers.openai_chat import OpenAIChatProvider
 from turngate.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -53,11 +50,19 @@ def build_providers(settings: Settings) -> dict[str, Provider]:
     """One client per configured provider, created once (close with :func:`close_providers`)."""
     configured = _configured(settings)
     providers: dict[str, Provider] = {"echo": EchoProvider.from_settings(settings)}
+    # Each vendor SDK is imported only when its provider is configured (openai and anthropic
+    # alone are ~90 MB of resident memory per process).
     if configured["openai"]:
+        from turngate.providers.openai_chat import OpenAIChatProvider
+
         providers["openai"] = OpenAIChatProvider.from_settings(settings)
     if configured["anthropic"]:
+        from turngate.providers.anthropic_chat import AnthropicChatProvider
+
         providers["anthropic"] = AnthropicChatProvider.from_settings(settings)
     if configured["ollama"]:
+        from turngate.providers.ollama_chat import OllamaChatProvider
+
         providers["ollama"] = OllamaChatProvider.from_settings(settings)
     return providers
 

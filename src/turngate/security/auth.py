@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from turngate.security.key_cache import KeyCache
 from turngate.security.keys import KeyStore
 from turngate.security.oidc import OidcError, OidcVerifier, looks_like_jwt
 from turngate.security.principal import DEV_PRINCIPAL, Principal
@@ -49,8 +50,11 @@ class Authenticator:
         mode: str,
         limiter: RateLimiter,
         oidc: OidcVerifier | Literal["from_env"] | None = "from_env",
+        key_cache_s: float = 0.0,
     ) -> None:
         self.keys = keys
+        # Active keys are remembered for key_cache_s: revocation takes effect within that bound.
+        self.key_cache = KeyCache(keys, key_cache_s)
         self.mode = mode
         self.limiter = limiter
         # OIDC/JWT tokens are accepted besides API keys when TURNGATE_OIDC_* is configured.
@@ -72,7 +76,7 @@ class Authenticator:
                 return await asyncio.to_thread(self.oidc.principal, token)
             except OidcError as exc:
                 raise _invalid(str(exc)) from None
-        key = await asyncio.to_thread(self.keys.lookup, token)
+        key = self.key_cache.cached(token) or await asyncio.to_thread(self.key_cache.lookup, token)
         if key is None:
             raise _invalid("unknown or revoked API key")
         return key.principal()

@@ -16,11 +16,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jwt
 from pydantic import BaseModel, ConfigDict
 
 from turngate.security.principal import ROLE_ADMIN, ROLES, Principal
+
+if TYPE_CHECKING:  # PyJWT (~20 MB) is imported only when OIDC is configured
+    import jwt
 
 #: Asymmetric algorithms only: an HMAC secret would have to be shared with every client.
 DEFAULT_ALGORITHMS: tuple[str, ...] = ("RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA")
@@ -70,6 +73,8 @@ class OidcVerifier:
     """Validates tokens; blocking (a JWKS URL may be fetched): call it from a worker thread."""
 
     def __init__(self, config: OidcConfig) -> None:
+        import jwt
+
         self.config = config
         if config.jwks.startswith(("https://", "http://")):
             self._client: jwt.PyJWKClient | None = jwt.PyJWKClient(
@@ -86,6 +91,8 @@ class OidcVerifier:
         return cls(config) if config is not None else None
 
     def principal(self, token: str) -> Principal:
+        import jwt
+
         cfg = self.config
         try:
             key = self._signing_key(token)
@@ -113,6 +120,8 @@ class OidcVerifier:
         return Principal(tenant_id=tenant, key_id=f"oidc:{claims['sub']}", roles=roles)
 
     def _signing_key(self, token: str) -> jwt.PyJWK:
+        import jwt
+
         if self._client is not None:
             return self._client.get_signing_key_from_jwt(token)
         kid = jwt.get_unverified_header(token).get("kid")
