@@ -26,6 +26,7 @@ from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, t
 from turngate.api.errors import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
 from turngate.api.jobs import submit_job
+from turngate.api.ledger_outage import LedgerOutage
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
@@ -288,8 +289,11 @@ async def _run_turn(
             ),
         )
     except LedgerUnavailableError as exc:
-        log.warning("could not read turn %s from the ledger: %s", workflow_id, exc)
-        return error_response(503, "ledger.unavailable", "the ledger cannot be read; the turn runs on")
+        # The turn was started and runs on; the answer is the outage's (with Retry-After), and
+        # the admission gives the slot back on the way out.
+        outage: LedgerOutage = request.app.state.ledger_outage
+        outage.failed(exc)
+        return outage.response()
     if waited is None:  # the client left: nobody reads an answer (the turn runs on)
         return Response(status_code=204)
     events, satisfied = waited
