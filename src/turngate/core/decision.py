@@ -283,6 +283,11 @@ def recompute_decision_digests(
         built = None
     else:
         error_code = None
+    return _pinned(built, config_digest, error_code)
+
+
+def _pinned(built: ContextBuild | None, config_digest: str, error_code: str | None) -> dict[str, Any]:
+    """What a DECISION pins, from one context build (None: a ref or INTENT error)."""
     return {
         "context_digest": built.context_digest if built else None,
         "context_config_digest": config_digest,
@@ -332,13 +337,29 @@ def verify_decision(
         if event_digest(event, event.index, event.prev_event_digest) != event.digest:
             problems.append(f"event_digest_mismatch: index {event.index}")
     scope = stored_scope(stored)
-    again = recompute_decision_digests(intent, candidates, cfg, scope=scope)
-    problems.extend(compare_decision(stored, again))
-    if policy is not None:
-        replayed = decide(
-            intent, candidates, cfg, policy, prompt=scope.prompt, schema_version=scope.schema_version
+    if policy is None:
+        problems.extend(
+            compare_decision(stored, recompute_decision_digests(intent, candidates, cfg, scope=scope))
         )
-        for key in ("decision", "reason_codes", "policy"):
-            if stored.get(key) != replayed.payload[key]:
-                problems.append(f"{key} differs from the re-evaluated policy")
+        return problems
+    # One context build serves both the digests and the re-run policy.
+    judged = judge(
+        intent,
+        candidates,
+        cfg,
+        policy,
+        scope.prompt,
+        schema_version=scope.schema_version,
+        external_resolved=scope.external_resolved,
+    )
+    error_code = judged.error["code"] if judged.built is None and judged.error else None
+    problems.extend(compare_decision(stored, _pinned(judged.built, context_config_digest(cfg), error_code)))
+    replayed = {
+        "decision": judged.decision.decision,
+        "reason_codes": list(judged.decision.reason_codes),
+        "policy": policy.describe(),
+    }
+    for key in ("decision", "reason_codes", "policy"):
+        if stored.get(key) != replayed[key]:
+            problems.append(f"{key} differs from the re-evaluated policy")
     return problems
