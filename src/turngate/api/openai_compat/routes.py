@@ -140,17 +140,40 @@ async def chat_completions(request: Request, state: Annotated[ApiState, Depends(
             f"{streams.per_key} streams are open for this key; close one first",
             headers={"Retry-After": RETRY_AFTER_S},
         )
-    admitted = await admit_intent(request, state, data=turn.envelope)
-    if admitted.status_code != 202:
+    # One way out for the stream slot: the stream response takes it over, every other answer
+    # (an exception included) gives it back.
+    try:
+        answer = await _answer(request, state, turn, chat)
+    except BaseException:
         if chat.stream:
             streams.release_nowait(principal.limit_key)
+        raise
+    if isinstance(answer, Response):
+        if chat.stream:
+            streams.release_nowait(principal.limit_key)
+        return answer
+    frames = _completion_stream(request, state, turn, chat, principal.tenant_id)
+    return StreamingResponse(
+        streams.hold(principal.limit_key, frames),
+        media_type="text/event-stream",
+        headers=_turn_headers(turn, "ALLOW") | {"Cache-Control": "no-cache"},
+    )
+
+
+async def _answer(
+    request: Request, state: ApiState, turn: PlannedTurn, chat: ChatCompletionRequest
+) -> Response | None:
+    """Admit the turn and wait for it: the answer, or None when an allowed stream may start."""
+    settings = state.settings
+    admitted = await admit_intent(request, state, data=turn.envelope)
+    if admitted.status_code == 204:  # the client left while the turn was admitted: nobody reads
+        return admitted
+    if admitted.status_code != 202:
         return _from_native_error(admitted)
     deadline = settings.llm_wall_clock_s + RELEASE_MARGIN_S
     events, _ = await state.watcher.wait_turn(turn.key, _decided if chat.stream else turn_finished, deadline)
     decision = events.get("DECISION")
     denied = decision is not None and decision.payload.get("decision") != "ALLOW"
-    if chat.stream and (decision is None or denied):
-        streams.release_nowait(principal.limit_key)
     if decision is None:
         return openai_error(
             504,
@@ -161,12 +184,7 @@ async def chat_completions(request: Request, state: Annotated[ApiState, Depends(
     if denied:
         return _denied(turn, decision)
     if chat.stream:
-        frames = _completion_stream(request, state, turn, chat, principal.tenant_id)
-        return StreamingResponse(
-            streams.hold(principal.limit_key, frames),
-            media_type="text/event-stream",
-            headers=_turn_headers(turn, "ALLOW") | {"Cache-Control": "no-cache"},
-        )
+        return None
     execution = events.get("EXECUTION")
     if execution is None:
         return openai_error(
