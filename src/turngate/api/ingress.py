@@ -26,7 +26,6 @@ from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, t
 from turngate.api.errors import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
 from turngate.api.jobs import submit_job
-from turngate.api.ledger_outage import LedgerOutage
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
@@ -41,7 +40,6 @@ from turngate.core.events import (
     parse_intent,
 )
 from turngate.jobs.intents import is_job_intent
-from turngate.ledger import LedgerUnavailableError
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.streams import stream_slots
@@ -119,6 +117,12 @@ def _check_correlation(state: ApiState, envelope: IntentEnvelope, scoped: bool) 
                 f"{event.turn_id!r} of thread {event.thread_id!r}",
                 "correlation_id",
             )
+
+
+def _check_ids(state: ApiState, envelope: IntentEnvelope, tenant_scoped: bool) -> None:
+    """The correlation and parent checks, in one trip to a worker thread."""
+    _check_correlation(state, envelope, tenant_scoped)
+    _check_parent(state, envelope)
 
 
 def _check_parent(state: ApiState, envelope: IntentEnvelope) -> None:
@@ -217,9 +221,8 @@ async def admit_intent(
             max_tools=settings.max_declared_tools,
         )
         envelope = _with_principal(envelope, principal)
-        check_intent_fits(envelope)
-        await asyncio.to_thread(_check_correlation, state, envelope, principal.tenant_id is not None)
-        await asyncio.to_thread(_check_parent, state, envelope)
+        offload = check_intent_fits(envelope)
+        await asyncio.to_thread(_check_ids, state, envelope, principal.tenant_id is not None)
     except AdmissionError as exc:
         return admission_response(exc)
     slots: TurnSlots = request.app.state.turn_slots
@@ -227,7 +230,7 @@ async def admit_intent(
     async with admission:
         if admission.refused is not None:
             return admission.refused
-        return await _run_turn(request, state, envelope, admission, wait=wait, stream=stream)
+        return await _run_turn(request, state, envelope, admission, wait=wait, stream=stream, offload=offload)
 
 
 async def _run_turn(
@@ -238,15 +241,18 @@ async def _run_turn(
     *,
     wait: Literal["decision", "execution"] | None,
     stream: bool,
+    offload: bool,
 ) -> Response:
     """Start the admitted turn and answer (an ack, a bounded wait, or the SSE stream). Its slots
-    are the caller's ``admission``: every return or exception here gives them back."""
+    are the caller's ``admission``: every return or exception here gives them back. ``offload``:
+    some field must go to the artifact store first (:func:`check_intent_fits`)."""
     settings = state.settings
-    try:
-        envelope = await fit_intent(state.artifacts, envelope, settings.artifact_deadline_s)
-    except ArtifactError as exc:
-        log.warning("could not store a large intent field: %s", exc)
-        return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
+    if offload:
+        try:
+            envelope = await fit_intent(state.artifacts, envelope, settings.artifact_deadline_s)
+        except ArtifactError as exc:
+            log.warning("could not store a large intent field: %s", exc)
+            return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
 
     workflow_id = turn_workflow_id(
         envelope.payload.stream_id, envelope.thread_id, envelope.turn_id, settings.workflow_id_prefix
@@ -279,21 +285,16 @@ async def _run_turn(
         )
         return EventSourceResponse(admission.stream(messages))
     wanted = {None: "INTENT", "decision": "DECISION", "execution": "EXECUTION"}[wait]
-    try:
-        waited = await _wait_unless_disconnected(
-            request,
-            state.watcher.wait_turn(
-                key,
-                lambda found: _satisfied(found, wanted),
-                settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S,
-            ),
-        )
-    except LedgerUnavailableError as exc:
-        # The turn was started and runs on; the answer is the outage's (with Retry-After), and
-        # the admission gives the slot back on the way out.
-        outage: LedgerOutage = request.app.state.ledger_outage
-        outage.failed(exc)
-        return outage.response()
+    # A ledger outage here reaches the app's handler (one 503 with Retry-After for every route);
+    # the admission gives the slots back on the way out. The turn was started and runs on.
+    waited = await _wait_unless_disconnected(
+        request,
+        state.watcher.wait_turn(
+            key,
+            lambda found: _satisfied(found, wanted),
+            settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S,
+        ),
+    )
     if waited is None:  # the client left: nobody reads an answer (the turn runs on)
         return Response(status_code=204)
     events, satisfied = waited

@@ -79,14 +79,16 @@ def _preview(envelope: IntentEnvelope, pointer: dict[str, Any]) -> IntentEnvelop
     )
 
 
-def check_intent_fits(envelope: IntentEnvelope) -> None:
-    """Refuse (413) an INTENT that cannot fit even with every offloadable field offloaded. Pure:
-    run before any slot is taken or anything is stored."""
+def check_intent_fits(envelope: IntentEnvelope) -> bool:
+    """Refuse (413) an INTENT that cannot fit even with every offloadable field offloaded; else
+    whether anything must be offloaded (:func:`fit_intent`; False for the common small intent,
+    which is then measured once). Pure: run before any slot is taken or anything is stored."""
     smallest = envelope
-    if text_size(envelope.message) > TEXT_INLINE_LIMIT_BYTES:
+    message_offloads = text_size(envelope.message) > TEXT_INLINE_LIMIT_BYTES
+    if message_offloads:
         smallest = _preview(smallest, _WIDEST_POINTER)  # offloaded whatever the rest
     if payload_size(smallest.intent_event_payload()) <= EVENT_PAYLOAD_LIMIT_BYTES:
-        return
+        return message_offloads
     if not _message_offloaded(smallest):
         smallest = _preview(smallest, _WIDEST_POINTER)
     for name in _extras(smallest):
@@ -94,7 +96,7 @@ def check_intent_fits(envelope: IntentEnvelope) -> None:
     payload = smallest.intent_event_payload()
     size = payload_size(payload)
     if size <= EVENT_PAYLOAD_LIMIT_BYTES:
-        return
+        return True
     sizes = {name: len(canonical_bytes(payload[name])) for name in NON_OFFLOADABLE}
     largest = max(sizes, key=lambda name: (sizes[name], name))
     raise AdmissionError(
