@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from turngate.core.context import ContextConfig, build_context
+from turngate.core.decision import stored_scope
 from turngate.core.events import Event
 from turngate.core.policy import InvalidIntentError, LoadedPolicy, PolicyLoadError, load_policy
 from turngate.core.refs import RefResolutionError
@@ -56,10 +57,8 @@ def verify_shadows(
     """Problems with ``stored``'s shadow entries (``[]`` without any)."""
     if SHADOW_KEY not in stored:
         return []
-    spec = stored.get("context_spec")
-    prompt = spec.get("prompt") if isinstance(spec, Mapping) else None
     try:
-        policy_input = build_context(intent, candidates, cfg, prompt).policy_input
+        policy_input = build_context(intent, candidates, cfg, stored_scope(stored).prompt).policy_input
     except (RefResolutionError, InvalidIntentError):
         policy_input = None
     problems, _not_rerun = shadow_problems(stored, policy_input, known_policies())

@@ -33,14 +33,15 @@ def apply_checked_safety(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
     verdict = checked["verdict"]
     if verdict.get("ok"):
         return {}
-    payload["output_text"] = ""
     payload.pop("output_artifact", None)
     payload.pop("output_truncated", None)
-    payload["redacted"] = True
-    payload["redaction"] = {
-        "rule_id": verdict.get("rule_id"),
-        "reason_code": verdict.get("reason_code"),
-        "detail": verdict.get("detail"),
-    }
+    mark_redacted(payload, verdict.get("rule_id"), verdict.get("reason_code"), verdict.get("detail"))
     snapshot = checked.get("snapshot")
     return {"redacted_output": snapshot} if snapshot else {}
+
+
+def mark_redacted(payload: dict[str, Any], rule_id: Any, reason_code: Any, detail: Any) -> None:
+    """The EXECUTION record of a redacted answer: no text, and which rule fired (in place)."""
+    payload["output_text"] = ""
+    payload["redacted"] = True
+    payload["redaction"] = {"rule_id": rule_id, "reason_code": reason_code, "detail": detail}

@@ -49,7 +49,12 @@ with workflow.unsafe.imports_passed_through():
     from turngate.workflows.context_scope import spec_version, with_external
     from turngate.workflows.fault_snapshots import decision_snapshots, execution_snapshots
     from turngate.workflows.prompt_guard import prompt_failure
-    from turngate.workflows.redaction import CHECKED_SAFETY_KEY, apply_checked_safety, output_safety_rules
+    from turngate.workflows.redaction import (
+        CHECKED_SAFETY_KEY,
+        apply_checked_safety,
+        mark_redacted,
+        output_safety_rules,
+    )
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -582,13 +587,7 @@ def _apply_output_safety(payload: dict[str, Any], prompts: PromptConfig) -> dict
     verdict = check_output(text, prompts.output_safety)
     if verdict.ok:
         return {}
-    payload["output_text"] = ""
-    payload["redacted"] = True
-    payload["redaction"] = {
-        "rule_id": verdict.rule_id,
-        "reason_code": verdict.reason_code,
-        "detail": verdict.detail,
-    }
+    mark_redacted(payload, verdict.rule_id, verdict.reason_code, verdict.detail)
     return {"redacted_output": text}
 
 
