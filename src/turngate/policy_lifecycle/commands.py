@@ -216,7 +216,10 @@ def add_policy_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
 
     whatif = policy_sub.add_parser(
-        "whatif", help="decide every recorded turn again with a candidate policy and list what changes"
+        "whatif",
+        help="decide every recorded turn again with a candidate policy and list what changes",
+        epilog="exit status: 0 nothing flips, 1 something flips, 2 bad arguments or an unreadable "
+        "ledger (docs/POLICIES.md)",
     )
     whatif.add_argument("--module", required=True, help="the candidate policy's module (or module:object)")
     whatif.add_argument("--object", help="the policy object in the module (default POLICY)")
