@@ -592,7 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
     from turngate.setup_cli import add_setup_parser
 
     add_setup_parser(sub)
-    from turngate.cli_jobs import add_jobs_parsers
+    from turngate.jobs.cli.commands import add_jobs_parsers
 
     add_jobs_parsers(sub)
     from turngate.policy_lifecycle.commands import add_policy_parser
