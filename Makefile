@@ -30,14 +30,16 @@ dev: $(RUN_STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info src/*.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache .grimp_cache .import_linter_cache build *.egg-info src/*.egg-info

@@ -55,8 +55,8 @@ async def bench_pipeline(docs: int, doc_bytes: int) -> dict[str, Any]:
 
     from turngate.artifacts import LocalArtifactStore
     from turngate.devserver import DevServer, free_port
-    from turngate.jobs.models import DocumentRef, EmbedInput, IndexInput, IngestInput, JobOptions
-    from turngate.jobs.status import start_job
+    from turngate.jobs.control import start_job
+    from turngate.jobs.domain.models import DocumentRef, EmbedInput, IndexInput, IngestInput, JobOptions
     from turngate.jobs.workers import job_workers
 
     rng = random.Random(7)
@@ -133,10 +133,10 @@ async def bench_pipeline(docs: int, doc_bytes: int) -> dict[str, Any]:
 def bench_retrieval(chunks: int, queries: int, chunk_chars: int) -> dict[str, Any]:
     import numpy as np
 
-    from turngate.jobs.chunking import Chunk
-    from turngate.jobs.embedders import OfflineEmbedder
-    from turngate.jobs.index import IndexParams, make_manifest, write_index
-    from turngate.jobs.retrieval import CaseIndex
+    from turngate.jobs.cases.embedders import OfflineEmbedder
+    from turngate.jobs.cases.index import IndexParams, make_manifest, write_index
+    from turngate.jobs.cases.retrieval import CaseIndex
+    from turngate.jobs.domain.chunking import Chunk
 
     rng = random.Random(11)
     embedder = OfflineEmbedder()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from turngate import __version__
+from turngate.arg_types import non_negative_int, positive_int
 from turngate.settings import Settings, load_settings
 from turngate.stop_signals import StopSignals
 
@@ -415,26 +416,6 @@ async def cmd_gc(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def _int_at_least(text: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    return _int_at_least(text, 1)
-
-
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer of at least 0."""
-    return _int_at_least(text, 0)
-
-
 def build_parser() -> argparse.ArgumentParser:
     from turngate.artifacts.gc import parse_duration
 
@@ -592,7 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     from turngate.setup_cli import add_setup_parser
 
     add_setup_parser(sub)
-    from turngate.cli_jobs import add_jobs_parsers
+    from turngate.jobs.cli.commands import add_jobs_parsers
 
     add_jobs_parsers(sub)
     from turngate.policy_lifecycle.commands import add_policy_parser

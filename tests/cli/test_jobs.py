@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tests.cli.conftest import Run
 from tests.cli.fake_api import FakeJobsApi
-from turngate.cli_jobs_client import FINAL_STATES, JOB_TYPES
-from turngate.cli_jobs_output import ProgressDisplay
 from turngate.devserver import free_port
+from turngate.jobs.cli.jobs_client import FINAL_STATES, JOB_TYPES
+from turngate.jobs.cli.output import ProgressDisplay
 
 
 async def test_list_prints_a_table_and_passes_the_filters(run: Run, fake_api: FakeJobsApi) -> None:
@@ -180,8 +180,8 @@ def _module_constant(path: Path, name: str) -> ast.expr:
 
 
 def test_states_and_types_mirror_the_job_models() -> None:
-    # Read from the source: importing turngate.jobs.models pulls in the provider SDKs (seconds).
-    models = Path(__file__).parents[2] / "src/turngate/jobs/models.py"
+    # Read from the source: the CLI is a client of the API and imports nothing of the job runtime.
+    models = Path(__file__).parents[2] / "src/turngate/jobs/domain/models.py"
     final_states = _module_constant(models, "FINAL_STATES")
 
     assert isinstance(final_states, ast.Call)

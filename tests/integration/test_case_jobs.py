@@ -13,7 +13,7 @@ import httpx
 
 from tests.stack import make_settings, running_stack
 from turngate.artifacts import open_artifact_store
-from turngate.jobs.registry import CaseRegistry
+from turngate.jobs.cases.registry import CaseRegistry
 from turngate.ledger import LedgerStore
 from turngate.worker.run import running_worker
 

@@ -17,9 +17,9 @@ from temporalio.worker import Worker
 
 from tests.jobs.pdf import make_pdf
 from turngate.artifacts import ArtifactStore
-from turngate.jobs.embedders import EmbedderSpec, OfflineEmbedder
-from turngate.jobs.models import DocumentRef
-from turngate.jobs.queues import JobConcurrency, JobQueues
+from turngate.jobs.cases.embedders import EmbedderSpec, OfflineEmbedder
+from turngate.jobs.domain.models import DocumentRef
+from turngate.jobs.domain.queues import JobConcurrency, JobQueues
 from turngate.jobs.workers import job_workers
 
 

@@ -9,12 +9,12 @@ from typing import Any
 from temporalio.testing import ActivityEnvironment
 
 from tests.jobs.helpers import EmbedLog, counting_factory, many_docs, store_docs
-from turngate.activities.jobs import INGEST_BATCH, JobActivities
 from turngate.artifacts import LocalArtifactStore
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.chunking import ChunkParams
-from turngate.jobs.embedders import EmbedderSpec
-from turngate.jobs.models import EmbedInput, IngestInput, JobOptions
+from turngate.jobs.activities import INGEST_BATCH, JobActivities
+from turngate.jobs.cases.embedders import EmbedderSpec
+from turngate.jobs.domain.chunking import ChunkParams
+from turngate.jobs.domain.models import EmbedInput, IngestInput, JobOptions
 
 OPTIONS = JobOptions(wall_clock_s=60)
 

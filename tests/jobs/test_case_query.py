@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from turngate.artifacts import LocalArtifactStore
-from turngate.jobs.case_query import (
+from turngate.jobs.cases.case_query import (
     CaseQueryError,
     CaseQueryRef,
     IndexCache,
     manifest_record,
     resolve_case_query,
 )
-from turngate.jobs.chunking import Chunk
-from turngate.jobs.embedders import OfflineEmbedder
-from turngate.jobs.index import INDEX_KIND, IndexParams, make_manifest, write_index
+from turngate.jobs.cases.embedders import OfflineEmbedder
+from turngate.jobs.cases.index import INDEX_KIND, IndexParams, make_manifest, write_index
+from turngate.jobs.domain.chunking import Chunk
 
 TEXTS = ["The lighthouse keeper logs ships.", "Sourdough needs a starter.", "Basalt lava is fluid."]
 

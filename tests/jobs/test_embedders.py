@@ -14,7 +14,7 @@ from tests.fakes.embedding_servers import (
     fake_vector,
 )
 from tests.fakes.llm_servers import refused_url
-from turngate.jobs.embedders import (
+from turngate.jobs.cases.embedders import (
     EmbedderSpec,
     OfflineEmbedder,
     OllamaEmbedder,

@@ -18,7 +18,7 @@ from tests.jobs.test_case_query import TEXTS, _stored_index
 from tests.security.fake_resolver import FakeResolver, fake_resolver
 from turngate.activities.external_refs import MAX_ATTEMPTS, ExternalRefActivities
 from turngate.artifacts import LocalArtifactStore
-from turngate.jobs.embedders import EmbedderSpec
+from turngate.jobs.cases.embedders import EmbedderSpec
 from turngate.security.workbench import WorkbenchConfig
 from turngate.workflows.shared import ExternalRefsInput
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from turngate.jobs.chunking import Chunk
-from turngate.jobs.embedders import OfflineEmbedder
-from turngate.jobs.index import IndexParams, make_manifest, write_index
-from turngate.jobs.retrieval import RANKING_METHOD, CaseIndex
+from turngate.jobs.cases.embedders import OfflineEmbedder
+from turngate.jobs.cases.index import IndexParams, make_manifest, write_index
+from turngate.jobs.cases.retrieval import RANKING_METHOD, CaseIndex
+from turngate.jobs.domain.chunking import Chunk
 
 EMB = OfflineEmbedder(64)
 TEXTS = [

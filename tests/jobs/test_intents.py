@@ -8,7 +8,7 @@ import base64
 import pytest
 
 from turngate.core.events import AdmissionError
-from turngate.jobs.intents import (
+from turngate.jobs.domain.intents import (
     EmbedBody,
     IngestBody,
     embedder_spec,

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.jobs.pdf import make_pdf
-from turngate.jobs.chunking import ChunkParams, chunk_text, split_spans
-from turngate.jobs.parsing import DocumentParseError, guess_media_type, parse_document
+from turngate.jobs.cases.parsing import DocumentParseError, guess_media_type, parse_document
+from turngate.jobs.domain.chunking import ChunkParams, chunk_text, split_spans
 
 DOC = "sha256:" + "ab" * 32
 

@@ -14,13 +14,13 @@ from temporalio.exceptions import ApplicationError
 from tests.jobs.helpers import EmbedLog, many_docs, running_jobs, store_docs
 from turngate.artifacts import ArtifactStore
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.chunking import ChunkParams
-from turngate.jobs.embedders import EmbedderSpec
+from turngate.jobs.cases.embedders import EmbedderSpec
+from turngate.jobs.cases.segments import load_chunk, load_chunk_manifest
+from turngate.jobs.control import get_job_status, start_job
+from turngate.jobs.domain.chunking import ChunkParams
+from turngate.jobs.domain.models import EmbedInput, IngestInput, JobOptions
+from turngate.jobs.domain.queues import JobConcurrency, JobQueues
 from turngate.jobs.heartbeat import Checkpoint
-from turngate.jobs.models import EmbedInput, IngestInput, JobOptions
-from turngate.jobs.queues import JobConcurrency, JobQueues
-from turngate.jobs.segments import load_chunk, load_chunk_manifest
-from turngate.jobs.status import get_job_status, start_job
 
 FAST = JobOptions(wall_clock_s=60, heartbeat_timeout_s=5)
 

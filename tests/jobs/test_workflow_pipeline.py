@@ -6,11 +6,11 @@ import uuid
 from pathlib import Path
 
 from tests.jobs.helpers import SAMPLE_DOCS, EmbedLog, running_jobs, store_docs
-from turngate.jobs.chunking import ChunkParams
-from turngate.jobs.embedders import EmbedderSpec, OfflineEmbedder
-from turngate.jobs.models import EmbedInput, IndexInput, IngestInput, JobOptions
-from turngate.jobs.retrieval import CaseIndex
-from turngate.jobs.status import get_job_status, list_jobs, start_job
+from turngate.jobs.cases.embedders import EmbedderSpec, OfflineEmbedder
+from turngate.jobs.cases.retrieval import CaseIndex
+from turngate.jobs.control import get_job_status, list_jobs, start_job
+from turngate.jobs.domain.chunking import ChunkParams
+from turngate.jobs.domain.models import EmbedInput, IndexInput, IngestInput, JobOptions
 
 OPTIONS = JobOptions(wall_clock_s=60, heartbeat_timeout_s=5)
 

@@ -12,11 +12,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.jobs.helpers import EmbedLog, many_docs, running_jobs, store_docs
-from turngate.jobs.chunking import ChunkParams
-from turngate.jobs.embedders import EmbedderSpec
-from turngate.jobs.models import EmbedInput, IngestInput, JobOptions
-from turngate.jobs.status import cancel_job, count_open_jobs, get_job_status, job_runtime, start_job
-from turngate.workflows.jobs import JOB_WORKFLOWS
+from turngate.jobs.cases.embedders import EmbedderSpec
+from turngate.jobs.control import cancel_job, count_open_jobs, get_job_status, job_runtime, start_job
+from turngate.jobs.domain.chunking import ChunkParams
+from turngate.jobs.domain.models import EmbedInput, IngestInput, JobOptions
+from turngate.jobs.workflows import JOB_WORKFLOWS
 
 OPTIONS = JobOptions(wall_clock_s=60, heartbeat_timeout_s=5)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.registry import CaseRegistry
+from turngate.jobs.cases.registry import CaseRegistry
 from turngate.ledger import LedgerStore
 
 

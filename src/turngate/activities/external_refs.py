@@ -24,9 +24,9 @@ from turngate.artifacts import ArtifactError, ArtifactStore, aput
 from turngate.core.events import REF_TYPE_CASE_QUERY, CaseQueryRef, ExternalRef, HandleRef
 from turngate.core.external import ExternalContext, ExternalError, ExternalItem
 from turngate.core.manifest import ExclusionEntry
-from turngate.jobs.case_query import CaseQueryError, IndexCache, manifest_record, resolve_case_query
-from turngate.jobs.embedders import Embedder, EmbedderSpec, build_embedder
-from turngate.jobs.registry import CaseRegistry
+from turngate.jobs.cases.case_query import CaseQueryError, IndexCache, manifest_record, resolve_case_query
+from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, build_embedder
+from turngate.jobs.cases.registry import CaseRegistry
 from turngate.security.workbench import FetchOutcome, WorkbenchConfig, fetch_handle
 from turngate.workflows.shared import ExternalRefsInput
 

@@ -14,7 +14,7 @@ from swagger_ui_bundle import swagger_ui_path
 from temporalio.client import Client
 
 from turngate import __version__
-from turngate.api import ingress, jobs, observe, stream
+from turngate.api import ingress, observe, stream
 from turngate.api.admission import TurnSlots
 from turngate.api.codec import mount_codec
 from turngate.api.errors import error_response
@@ -25,6 +25,7 @@ from turngate.api.state import ApiState
 from turngate.api.ui import mount_ui
 from turngate.api.watcher import LedgerWatcher
 from turngate.artifacts import open_artifact_store
+from turngate.jobs import routes as job_routes
 from turngate.ledger import LedgerStore, LedgerUnavailableError
 from turngate.policy_lifecycle import routes as policy_routes
 from turngate.security.auth import Authenticator, AuthError, authorize
@@ -113,7 +114,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(ingress.router)
     app.include_router(observe.router)
     app.include_router(stream.router)
-    app.include_router(jobs.router)
+    app.include_router(job_routes.router)
     app.include_router(policy_routes.router)
     app.include_router(openai_routes.router)
     app.include_router(metrics_router(metrics))

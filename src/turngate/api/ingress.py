@@ -25,7 +25,6 @@ from temporalio.service import RPCError
 from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, turn_finished
 from turngate.api.errors import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
-from turngate.api.jobs import submit_job
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
@@ -39,7 +38,8 @@ from turngate.core.events import (
     check_json_depth,
     parse_intent,
 )
-from turngate.jobs.intents import is_job_intent
+from turngate.jobs.domain.intents import is_job_intent
+from turngate.jobs.routes import submit_job
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.streams import stream_slots

@@ -21,9 +21,9 @@ from turngate.api.openapi import Capabilities, Health, SnapshotPage, Status, Ver
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, MAX_ID_CHARS, Event
 from turngate.core.json_depth import MAX_JSON_DEPTH
-from turngate.jobs.models import JOB_TYPES
-from turngate.jobs.queues import job_queues
-from turngate.jobs.status import job_runtime
+from turngate.jobs.control import job_runtime
+from turngate.jobs.domain.models import JOB_TYPES
+from turngate.jobs.domain.queues import job_queues
 from turngate.ledger import LedgerUnavailableError
 from turngate.schemas import CAPABILITIES_SCHEMA_VERSION, STATUS_SCHEMA_VERSION
 from turngate.security.auth import request_principal

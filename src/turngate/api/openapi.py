@@ -22,7 +22,7 @@ from turngate.client.models import SnapshotPage as ClientSnapshotPage
 from turngate.client.models import TurnReceipt
 from turngate.client.models import VerifyReport as VerifyReport
 from turngate.core.events import EventDraft, IntentEnvelope
-from turngate.jobs.intents import BODIES, JobIntent
+from turngate.jobs.domain.intents import BODIES, JobIntent
 
 COMPONENTS = "#/components/schemas/{model}"
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 from temporalio import activity
 
-from turngate.jobs.models import ProgressReport
+from turngate.jobs.domain.models import ProgressReport
 
 log = logging.getLogger(__name__)
 

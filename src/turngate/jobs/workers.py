@@ -14,13 +14,13 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker, WorkflowRunner
 
-from turngate.activities.jobs import JobActivities
 from turngate.artifacts import ArtifactStore
-from turngate.jobs.embedders import Embedder, EmbedderSpec, build_embedder
-from turngate.jobs.models import JOB_TYPES
-from turngate.jobs.queues import JobConcurrency, JobQueues
-from turngate.jobs.registry import CaseRegistry
-from turngate.workflows.jobs import CaseEmbedWorkflow, CaseIndexWorkflow, CaseIngestWorkflow
+from turngate.jobs.activities import JobActivities
+from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, build_embedder
+from turngate.jobs.cases.registry import CaseRegistry
+from turngate.jobs.domain.models import JOB_TYPES
+from turngate.jobs.domain.queues import JobConcurrency, JobQueues
+from turngate.jobs.workflows import CaseEmbedWorkflow, CaseIndexWorkflow, CaseIngestWorkflow
 
 
 def job_workers(

@@ -210,7 +210,7 @@ async def cmd_policy_history(args: argparse.Namespace) -> int:
 
 
 def add_policy_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from turngate.cli import positive_int
+    from turngate.arg_types import positive_int
 
     policy = sub.add_parser("policy", help="what-if a candidate policy over the ledger; policy history")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")

@@ -24,8 +24,8 @@ from turngate.activities.provider import ProviderActivities
 from turngate.artifacts import open_artifact_store
 from turngate.core.policy import load_policy
 from turngate.core.prompts import parse_prompt_config
-from turngate.jobs.queues import job_concurrency, job_queues
-from turngate.jobs.registry import CaseRegistry
+from turngate.jobs.cases.registry import CaseRegistry
+from turngate.jobs.domain.queues import job_concurrency, job_queues
 from turngate.jobs.workers import job_workers
 from turngate.ledger import LedgerStore
 from turngate.policy_lifecycle.history import guard_policy_version

@@ -19,8 +19,8 @@ from turngate.artifacts.store import digest_hex
 from turngate.core.canonical import digest_bytes
 from turngate.core.events import CaseQueryRef
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.embedders import Embedder
-from turngate.jobs.retrieval import CaseIndex, RetrievalResult
+from turngate.jobs.cases.embedders import Embedder
+from turngate.jobs.cases.retrieval import CaseIndex, RetrievalResult
 
 
 class CaseQueryError(ValueError):

@@ -1,4 +1,4 @@
-"""Start, read, list and cancel jobs from outside Temporal's vocabulary (for the API and CLI).
+"""Start, read, list and cancel jobs from outside Temporal's vocabulary (for the API, tests and bench).
 
 ``get_job_status`` answers with a :class:`JobStatus`: for a running job from the workflow's
 ``progress`` query, for a finished one from its outcome (result or failure), so readers never see
@@ -22,8 +22,9 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from turngate.jobs.models import (
+from turngate.jobs.domain.models import (
     JOB_TYPES,
+    TIMED_OUT,
     EmbedInput,
     EmbedResult,
     IndexInput,
@@ -35,7 +36,7 @@ from turngate.jobs.models import (
     JobStatus,
     JobType,
 )
-from turngate.jobs.queues import JOB_TYPE_OF_WORKFLOW, WORKFLOW_NAMES, JobQueues
+from turngate.jobs.domain.queues import JOB_TYPE_OF_WORKFLOW, WORKFLOW_NAMES, JobQueues
 from turngate.workflows.shared import SA_TENANT_ID
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ async def get_job_status(client: Client, job_id: str, *, with_result: bool = Tru
         state = _CLOSED[status]
         if with_result or status == WorkflowExecutionStatus.FAILED:
             result, error = await _outcome(handle, error)
-        if error and error.get("type") == "job.timed_out":
+        if error and error.get("type") == TIMED_OUT:
             state = "timed_out"
     items_total = progress.items_total if progress else 0
     items_done = progress.items_done if progress else 0

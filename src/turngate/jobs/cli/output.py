@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from turngate.cli_jobs_client import ApiError, Unreachable
+from turngate.jobs.cli.jobs_client import ApiError, Unreachable
 
 _BAR_WIDTH = 24
 _CASE_KINDS = ("chunks", "embeddings", "index")

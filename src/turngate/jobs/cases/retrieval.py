@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from turngate.jobs.index import IndexManifest
+from turngate.jobs.cases.index import IndexManifest
 
 RANKING_METHOD = "hybrid-linear"
 RANKING_VERSION = "1"

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from turngate.cli_jobs_client import (
+from turngate.jobs.cli.jobs_client import (
     FINAL_STATES,
     JOB_TYPES,
     ApiError,
@@ -27,7 +27,7 @@ from turngate.cli_jobs_client import (
     guess_media_type,
     new_correlation_id,
 )
-from turngate.cli_jobs_output import (
+from turngate.jobs.cli.output import (
     ProgressDisplay,
     case_lines,
     final_outcome,

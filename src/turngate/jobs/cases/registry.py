@@ -20,17 +20,11 @@ from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.embedder_spec import EmbedderSpec
+from turngate.jobs.domain.embedder_spec import EmbedderSpec
 from turngate.ledger.schema import case_records
 from turngate.ledger.store import utc_now_iso
 
 RecordKind = Literal["chunks", "embeddings", "index"]
-#: What each job type records.
-KIND_OF_JOB: dict[str, RecordKind] = {
-    "case.ingest": "chunks",
-    "case.embed": "embeddings",
-    "case.index": "index",
-}
 
 
 @dataclass(frozen=True)

@@ -7,22 +7,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.chunking import ChunkParams
-from turngate.jobs.embedder_spec import EmbedderSpec
-from turngate.jobs.index_params import IndexParams
+from turngate.jobs.domain.chunking import ChunkParams
+from turngate.jobs.domain.embedder_spec import EmbedderSpec
+from turngate.jobs.domain.index_params import IndexParams
 
 JobType = Literal["case.ingest", "case.embed", "case.index"]
 JOB_TYPES: tuple[JobType, ...] = ("case.ingest", "case.embed", "case.index")
 JobState = Literal["queued", "running", "completed", "failed", "cancelled", "timed_out"]
 FINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timed_out"})
+#: The error type of a job that ran past its wall-clock limit (the activity raises it, the
+#: workflow and the status readers recognise it).
+TIMED_OUT = "job.timed_out"
 
 # Artifact kinds written by the jobs (chunks use chunking.CHUNK_KIND, indexes index.INDEX_KIND).
 CHUNK_MANIFEST_KIND = "case-chunks"
 EMBEDDING_SET_KIND = "case-embeddings"
 SEGMENT_KIND = "case-job-segment"
-
-# Default wall-clock limits per job type (seconds); the caller passes its own.
-DEFAULT_WALL_CLOCK_S: dict[str, float] = {"case.ingest": 600.0, "case.embed": 1800.0, "case.index": 600.0}
 
 
 class _Model(BaseModel):

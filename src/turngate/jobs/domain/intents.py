@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from turngate.core.events import AdmissionError
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.chunking import ChunkParams
-from turngate.jobs.embedder_spec import OFFLINE_VERSION, EmbedderSpec
-from turngate.jobs.index_params import IndexParams
-from turngate.jobs.models import JOB_TYPES, JobType
+from turngate.jobs.domain.chunking import ChunkParams
+from turngate.jobs.domain.embedder_spec import OFFLINE_VERSION, EmbedderSpec
+from turngate.jobs.domain.index_params import IndexParams
+from turngate.jobs.domain.models import JOB_TYPES, JobType
 from turngate.settings import Settings
 
 CaseId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from turngate.jobs.embedder_spec import OFFLINE_VERSION, EmbedderSpec
+from turngate.jobs.domain.embedder_spec import OFFLINE_VERSION, EmbedderSpec
 from turngate.providers.base import ProviderError
 from turngate.providers.errors import classify_exception
 

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from turngate.core.canonical import canonical_bytes, digest, digest_bytes
-from turngate.jobs.index_params import IndexParams
+from turngate.jobs.domain.index_params import IndexParams
 
 INDEX_FORMAT = "turngate-case-index/1"
 INDEX_KIND = "case-index"

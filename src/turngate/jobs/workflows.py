@@ -24,8 +24,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from turngate.activities.jobs import EMBED_ACTIVITY, INDEX_ACTIVITY, INGEST_ACTIVITY, TIMED_OUT
-    from turngate.jobs.models import (
+    from turngate.jobs.domain.models import (
+        TIMED_OUT,
         EmbedInput,
         EmbedResult,
         IndexInput,
@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         JobProgress,
         ProgressReport,
     )
+    from turngate.jobs.domain.queues import EMBED_ACTIVITY, INDEX_ACTIVITY, INGEST_ACTIVITY
 
 R = TypeVar("R")
 # The activity enforces the wall clock itself; Temporal's start-to-close is only a backstop for

@@ -1,12 +1,12 @@
-"""Job task queues, workflow names and per-type concurrency: one queue per job type."""
+"""How jobs are named in Temporal (workflow and activity names, one task queue per job type) and
+the per-type concurrency. The workflows, the activities and the code that starts jobs all take
+the names from here, so none of them imports another."""
 
 from __future__ import annotations
 
-import uuid
-
 from pydantic import BaseModel, ConfigDict, Field
 
-from turngate.jobs.models import JobType
+from turngate.jobs.domain.models import JobType
 from turngate.settings import Settings
 
 WORKFLOW_NAMES: dict[JobType, str] = {
@@ -15,6 +15,9 @@ WORKFLOW_NAMES: dict[JobType, str] = {
     "case.index": "CaseIndexWorkflow",
 }
 JOB_TYPE_OF_WORKFLOW: dict[str, JobType] = {name: kind for kind, name in WORKFLOW_NAMES.items()}
+INGEST_ACTIVITY = "turngate.jobs.ingest"
+EMBED_ACTIVITY = "turngate.jobs.embed"
+INDEX_ACTIVITY = "turngate.jobs.index"
 
 
 class JobQueues(BaseModel):
@@ -39,11 +42,6 @@ class JobConcurrency(BaseModel):
 
     def for_type(self, job_type: JobType) -> int:
         return int(getattr(self, job_type.split(".", 1)[1]))
-
-
-def new_job_id(job_type: JobType) -> str:
-    """A fresh workflow id for a job: ``job-embed-<uuid hex>``."""
-    return f"job-{job_type.split('.', 1)[1]}-{uuid.uuid4().hex}"
 
 
 def job_concurrency(settings: Settings) -> JobConcurrency:

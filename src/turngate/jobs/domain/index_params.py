@@ -1,5 +1,5 @@
 """The parameters of a case index, without numpy (the API validates job intents with them; the
-index itself is in turngate.jobs.index)."""
+index itself is in turngate.jobs.cases.index)."""
 
 from __future__ import annotations
 

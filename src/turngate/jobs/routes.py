@@ -24,7 +24,16 @@ from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, aput
 from turngate.core.events import AdmissionError
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.intents import (
+from turngate.jobs.cases.registry import CaseRecord, CaseRegistry, RecordKind
+from turngate.jobs.control import (
+    ANY_TENANT,
+    cancel_job,
+    count_open_jobs,
+    get_job_status,
+    list_jobs,
+    start_job,
+)
+from turngate.jobs.domain.intents import (
     EmbedBody,
     IndexBody,
     IngestBody,
@@ -33,7 +42,7 @@ from turngate.jobs.intents import (
     job_id_for,
     parse_job_intent,
 )
-from turngate.jobs.models import (
+from turngate.jobs.domain.models import (
     FINAL_STATES,
     DocumentRef,
     EmbedInput,
@@ -43,9 +52,7 @@ from turngate.jobs.models import (
     JobStatus,
     JobType,
 )
-from turngate.jobs.queues import job_queues
-from turngate.jobs.registry import CaseRecord, CaseRegistry, RecordKind
-from turngate.jobs.status import ANY_TENANT, cancel_job, count_open_jobs, get_job_status, list_jobs, start_job
+from turngate.jobs.domain.queues import job_queues
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.uploads import is_own_upload, upload_kind

@@ -17,9 +17,9 @@ from turngate.artifacts import ArtifactStore
 from turngate.artifacts.store import normalize_digest
 from turngate.core.canonical import canonical_bytes
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.chunking import CHUNK_KIND, Chunk, ChunkParams, chunk_text
-from turngate.jobs.models import SEGMENT_KIND, ChunkManifest, DocumentChunks, DocumentRef, EmbeddingSet
-from turngate.jobs.parsing import guess_media_type, parse_document
+from turngate.jobs.cases.parsing import guess_media_type, parse_document
+from turngate.jobs.domain.chunking import CHUNK_KIND, Chunk, ChunkParams, chunk_text
+from turngate.jobs.domain.models import SEGMENT_KIND, ChunkManifest, DocumentChunks, DocumentRef, EmbeddingSet
 
 
 def ingest_document(store: ArtifactStore, ref: DocumentRef, params: ChunkParams) -> DocumentChunks:

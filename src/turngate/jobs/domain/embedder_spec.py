@@ -1,5 +1,5 @@
 """Which embedder a job uses: the spec alone, without numpy (the API validates job intents with
-it; the embedders themselves, in turngate.jobs.embedders, are only needed by the job worker)."""
+it; the embedders themselves, in turngate.jobs.cases.embedders, are only needed by the job worker)."""
 
 from __future__ import annotations
 

@@ -25,25 +25,11 @@ from temporalio.exceptions import ApplicationError
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, ArtifactStore
 from turngate.artifacts.store import normalize_digest
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.embedders import Embedder, EmbedderSpec, build_embedder
-from turngate.jobs.heartbeat import Checkpoint, ProgressReporter, elapsed_s, resume_checkpoint
-from turngate.jobs.index import INDEX_KIND, make_manifest, write_index
-from turngate.jobs.models import (
-    CHUNK_MANIFEST_KIND,
-    EMBEDDING_SET_KIND,
-    ChunkManifest,
-    EmbeddingSet,
-    EmbedInput,
-    EmbedResult,
-    IndexInput,
-    IndexResult,
-    IngestInput,
-    IngestResult,
-    JobOptions,
-)
-from turngate.jobs.parsing import DocumentParseError
-from turngate.jobs.registry import CaseRegistry, RecordKind
-from turngate.jobs.segments import (
+from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, build_embedder
+from turngate.jobs.cases.index import INDEX_KIND, make_manifest, write_index
+from turngate.jobs.cases.parsing import DocumentParseError
+from turngate.jobs.cases.registry import CaseRegistry, RecordKind
+from turngate.jobs.cases.segments import (
     ingest_document,
     load_chunk,
     load_chunk_manifest,
@@ -54,13 +40,25 @@ from turngate.jobs.segments import (
     read_embedding_segment,
     read_ingest_segment,
 )
+from turngate.jobs.domain.models import (
+    CHUNK_MANIFEST_KIND,
+    EMBEDDING_SET_KIND,
+    TIMED_OUT,
+    ChunkManifest,
+    EmbeddingSet,
+    EmbedInput,
+    EmbedResult,
+    IndexInput,
+    IndexResult,
+    IngestInput,
+    IngestResult,
+    JobOptions,
+)
+from turngate.jobs.domain.queues import EMBED_ACTIVITY, INDEX_ACTIVITY, INGEST_ACTIVITY
+from turngate.jobs.heartbeat import Checkpoint, ProgressReporter, elapsed_s, resume_checkpoint
 from turngate.providers.base import ProviderError
 
 T = TypeVar("T")
-INGEST_ACTIVITY = "turngate.jobs.ingest"
-EMBED_ACTIVITY = "turngate.jobs.embed"
-INDEX_ACTIVITY = "turngate.jobs.index"
-TIMED_OUT = "job.timed_out"
 INGEST_BATCH = 16  # documents per stored segment
 
 
