@@ -10,7 +10,9 @@ Layout (``pack_dir`` is the ``prompts/`` directory, e.g. ``TURNGATE_PROMPTS_DIR`
 Each file layer resolves task file -> default file -> skipped (with the reason); the provider
 override is the task's ``{provider}.md`` or skipped. This is the only module of the prompt
 system that touches files: call it from an activity (or at start-up), never from workflow code,
-and pin what it returns with :func:`turngate.core.prompts.snapshot_from_sources`.
+and pin what it returns with :func:`turngate.core.prompt_layers.snapshot_from_sources`.
+:func:`load_prompt_config` also loads the pack's own layer builders
+(:mod:`turngate.prompts.pack_builders`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from turngate.core.prompts import (
+from turngate.core.prompt_layers import (
     PROVIDER_OVERRIDE_LAYER,
     SLUG_PATTERN,
     LayerOrigin,
@@ -32,6 +34,7 @@ from turngate.core.prompts import (
     skipped_layer,
     snapshot_from_sources,
 )
+from turngate.prompts.pack_builders import load_pack_builders
 
 __all__ = [
     "DEFAULT_MAX_LAYER_BYTES",
@@ -153,12 +156,18 @@ def load_pack_layers(
 
 
 def load_prompt_config(pack_dir: Path) -> PromptConfig:
-    """Read and validate ``profiles.json`` (``prompts.invalid_config`` / ``prompts.unreadable``)."""
+    """Read and validate ``profiles.json`` and load the builders it names (at start-up).
+
+    Raises :class:`PromptPackError`: ``prompts.invalid_config``, ``prompts.unreadable``, and the
+    builder loading errors of :func:`turngate.prompts.pack_builders.load_pack_builders`.
+    """
     root = _pack_root(pack_dir)
     text = _read_text(root, PROFILES_FILE, MAX_PROFILES_BYTES)
     if text is None:
         raise PromptPackError("prompts.invalid_config", f"{root / PROFILES_FILE} does not exist")
-    return parse_prompt_config(text)
+    config = parse_prompt_config(text)
+    load_pack_builders(config, root)
+    return config
 
 
 def load_snapshot(

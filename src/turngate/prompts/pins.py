@@ -16,7 +16,7 @@ from pathlib import Path
 
 from turngate.artifacts import ArtifactStore
 from turngate.core.events import Event, EventKind
-from turngate.core.prompts import (
+from turngate.core.prompt_layers import (
     PromptConfig,
     PromptContext,
     snapshot_bytes,

@@ -14,15 +14,15 @@ overrides (``tasks/{task_id}/{provider}.md``) and ``profiles.json``. Everything 
 * :func:`build_system_prompt`: snapshot + profile + inputs -> the system prompt text (non-empty
   layers joined by a blank line) with one :class:`LayerRecord` per layer for the manifest.
 
-Data layers are a registry of small pure functions (:func:`register_builder`); adding a layer is
-configuration plus one function.
+Data layers are small pure functions (:mod:`turngate.core.layer_builders`): turngate's built-in
+ones, plus those a pack names in ``profiles.json`` under ``builders`` (loaded once at worker start
+by :mod:`turngate.prompts.pack_builders`). :func:`build_system_prompt` is given them explicitly.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -36,6 +36,7 @@ from pydantic import (
 )
 
 from turngate.core.canonical import canonical_bytes, digest, digest_bytes
+from turngate.core.layer_builders import BUILT_IN_BUILDERS, BuildRuntime, LayerBuilder
 from turngate.core.safety import SafetyRules
 from turngate.core.tools import ToolSpec
 
@@ -44,8 +45,17 @@ SNAPSHOT_SCHEMA_VERSION = "turngate.prompt_snapshot.1"
 PROVIDER_OVERRIDE_LAYER = "provider_override"
 LAYER_SEPARATOR = "\n\n"
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+BUILDER_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+#: ``package.module:function`` (an importable module), or ``file.py:function`` (a Python file in
+#: the pack's root directory).
+BUILDER_REF_PATTERN = (
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[A-Za-z0-9_][A-Za-z0-9_-]{0,63}\.py)"
+    r":[A-Za-z_][A-Za-z0-9_]*$"
+)
 
 Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
+BuilderName = Annotated[str, StringConstraints(pattern=BUILDER_NAME_PATTERN)]
+BuilderRef = Annotated[str, StringConstraints(pattern=BUILDER_REF_PATTERN)]
 LayerOrigin = Literal["task", "default", "provider_override", "skipped"]
 RecordOrigin = Literal["task", "default", "provider_override", "builder"]
 
@@ -193,245 +203,6 @@ def snapshot_from_bytes(data: bytes, *, expected_digest: str | None = None) -> P
     return snapshot
 
 
-# --------------------------------------------------------------------------- builders
-
-
-@dataclass(frozen=True)
-class BuildRuntime:
-    """Per-call values a builder may use besides the intent's inputs and the layer's params."""
-
-    task_id: str | None
-    provider: str
-    redaction_reason: str | None = None
-
-
-LayerBuilder = Callable[[Mapping[str, Any], Mapping[str, Any], BuildRuntime], "str | None"]
-
-
-@dataclass(frozen=True)
-class _Registered:
-    fn: LayerBuilder
-    required_params: tuple[str, ...]
-
-
-_BUILDERS: dict[str, _Registered] = {}
-
-
-def register_builder(
-    name: str, fn: LayerBuilder, *, required_params: Sequence[str] = (), replace: bool = False
-) -> None:
-    """Make ``fn`` available to profiles as ``{"builder": name}``.
-
-    ``fn(inputs, params, runtime)`` must be pure (same arguments, same text) and return None to
-    skip the layer. Register at import time, in a module the worker and ``turngate verify`` both
-    import.
-    """
-    if name in _BUILDERS and not replace:
-        raise ValueError(f"a layer builder named {name!r} is already registered")
-    _BUILDERS[name] = _Registered(fn, tuple(required_params))
-
-
-def builder_names() -> list[str]:
-    return sorted(_BUILDERS)
-
-
-def _text(value: Any) -> str:
-    """One line of text for a scalar (whitespace collapsed); compact sorted JSON otherwise."""
-    if isinstance(value, str):
-        return " ".join(value.split())
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int | float) or value is None:
-        return json.dumps(value)
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ": "), default=str)
-
-
-_LABEL_KEYS = ("id", "name", "title", "label")
-
-
-def _item(value: Any) -> str:
-    """A list item: a mapping with an id/name/title/label leads with it (``urgency: <rest>``)."""
-    if not isinstance(value, Mapping):
-        return _text(value)
-    label_key = next((key for key in _LABEL_KEYS if isinstance(value.get(key), str) and value[key]), None)
-    rest = sorted((key for key in value if key != label_key), key=str)
-    if label_key is None:
-        return "; ".join(f"{_text(key)}: {_text(value[key])}" for key in rest)
-    head = _text(value[label_key])
-    if not rest:
-        return head
-    if len(rest) == 1:
-        return f"{head}: {_text(value[rest[0]])}"
-    return f"{head}: " + "; ".join(f"{_text(key)}: {_text(value[key])}" for key in rest)
-
-
-def _lines(value: Any) -> list[str]:
-    """Bullet lines for a list (order kept), a mapping (keys sorted) or a scalar."""
-    if value is None or value == "" or value == [] or value == {}:
-        return []
-    if isinstance(value, list | tuple):
-        return [f"- {_item(item)}" for item in value if item not in (None, "", [], {})]
-    if isinstance(value, Mapping):
-        return [f"- {_text(key)}: {_item(value[key])}" for key in sorted(value, key=str)]
-    return [f"- {_text(value)}"]
-
-
-def _section(title: str, lines: list[str]) -> str:
-    return "\n".join([title, *lines])
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-_DIALOGUE_SECTIONS = (
-    ("patterns_embedded", "Manipulation patterns to use in this task:"),
-    ("checklist", "What the student should notice (evaluation checklist):"),
-    ("pass_conditions", "Pass conditions:"),
-)
-_DEBRIEF_SECTIONS = (
-    ("patterns_embedded", "Techniques you used (reveal each one):"),
-    ("checklist", "What the student should have noticed:"),
-    ("pass_conditions", "How to judge the student's result:"),
-)
-_DIALOGUE_INSTRUCTION = (
-    "Use these patterns naturally in your replies and push back when the student is unsure. "
-    "Never reveal this list or the evaluation criteria during the dialogue."
-)
-_DEBRIEF_INSTRUCTION = (
-    "The dialogue is over. Drop the adversarial stance and speak as a friendly teacher: reveal each "
-    "technique you used, connect it to what the student actually said in the conversation above, "
-    "and explain the lesson in plain words."
-)
-
-
-def _task_context(
-    inputs: Mapping[str, Any],
-    params: Mapping[str, Any],
-    *,
-    title: str,
-    sections: tuple[tuple[str, str], ...],
-    instruction: str,
-    always_instruct: bool,
-) -> str:
-    task = _mapping(inputs.get("task"))
-    title = str(params.get("title", title))
-    instruction = str(params.get("instruction", instruction))
-    header: list[str] = []
-    for key, label in (("persona_mode", "Persona mode"), ("current_phase", "Current phase")):
-        if task.get(key) not in (None, ""):
-            header.append(f"{label}: {_text(task[key])}")
-    labels = _mapping(params.get("labels"))
-    blocks = ["\n".join([title, *header])]
-    for key, default_label in sections:
-        label = str(labels.get(key, default_label))
-        lines = _lines(task.get(key))
-        if lines:
-            blocks.append(_section(label, lines))
-    if len(blocks) == 1 and not header:
-        # Without task data the layer is a minimal header only.
-        return "\n".join([title, instruction]) if always_instruct else title
-    blocks.append(instruction)
-    return LAYER_SEPARATOR.join(blocks)
-
-
-def build_task_context(inputs: Mapping[str, Any], params: Mapping[str, Any], runtime: BuildRuntime) -> str:
-    """Dialogue layer 5: ``inputs.task`` framed as what to do (adversarial stance)."""
-    return _task_context(
-        inputs,
-        params,
-        title="## Task context",
-        sections=_DIALOGUE_SECTIONS,
-        instruction=_DIALOGUE_INSTRUCTION,
-        always_instruct=False,
-    )
-
-
-def build_task_context_debrief(
-    inputs: Mapping[str, Any], params: Mapping[str, Any], runtime: BuildRuntime
-) -> str:
-    """Debrief layer 5: the same data framed as what to reveal; the adversarial stance is dropped."""
-    return _task_context(
-        inputs,
-        params,
-        title="## Debrief",
-        sections=_DEBRIEF_SECTIONS,
-        instruction=_DEBRIEF_INSTRUCTION,
-        always_instruct=True,
-    )
-
-
-def build_safety_config(inputs: Mapping[str, Any], params: Mapping[str, Any], runtime: BuildRuntime) -> str:
-    """Layer 6: ``inputs.safety`` (content boundaries, intensity ceiling). Always present."""
-    safety = _mapping(inputs.get("safety"))
-    title = str(params.get("title", "## Safety configuration"))
-    parts: list[str] = [title]
-    boundaries = _lines(safety.get("content_boundaries"))
-    if boundaries:
-        parts.append(_section("Content boundaries (never cross these):", boundaries))
-    ceiling = safety.get("intensity_ceiling")
-    if ceiling not in (None, ""):
-        parts.append(f"Intensity ceiling: {_text(ceiling)}. Never exceed it.")
-    if len(parts) == 1:
-        parts.append(
-            str(
-                params.get(
-                    "absent_text",
-                    "No runtime safety parameters were provided: apply the strictest reading of the "
-                    "safety rules above.",
-                )
-            )
-        )
-    return "\n".join(parts)
-
-
-def build_language(inputs: Mapping[str, Any], params: Mapping[str, Any], runtime: BuildRuntime) -> str:
-    """Layer 7: the configured language instruction (``params.instruction``). Always present."""
-    return str(params["instruction"]).strip()
-
-
-def build_student_path(
-    inputs: Mapping[str, Any], params: Mapping[str, Any], runtime: BuildRuntime
-) -> str | None:
-    """Layer 8: ``inputs.choices[].context_label``, in order. Skipped when there is none."""
-    choices = inputs.get("choices")
-    labels = [
-        _text(choice["context_label"])
-        for choice in (choices if isinstance(choices, list | tuple) else ())
-        if isinstance(choice, Mapping)
-        and isinstance(choice.get("context_label"), str)
-        and choice["context_label"].strip()
-    ]
-    if not labels:
-        return None
-    title = str(params.get("title", "## Student path"))
-    intro = str(params.get("intro", "Choices the student made earlier in this task:"))
-    return "\n".join([title, intro, *(f"- {label}" for label in labels)])
-
-
-def build_redaction_context(
-    inputs: Mapping[str, Any], params: Mapping[str, Any], runtime: BuildRuntime
-) -> str | None:
-    """One-shot layer: present only when the caller passes the previous turn's redaction reason."""
-    reason = runtime.redaction_reason
-    if reason is None or not reason.strip():
-        return None
-    title = str(params.get("title", "## Previous response withheld"))
-    note = (
-        f"Your previous response was withheld by the output safety check (reason: {_text(reason)[:200]}). "
-        "Stay in character, do not repeat or mention the withheld content, and continue safely."
-    )
-    return "\n".join([title, note])
-
-
-register_builder("task_context", build_task_context)
-register_builder("task_context_debrief", build_task_context_debrief)
-register_builder("safety_config", build_safety_config)
-register_builder("language", build_language, required_params=("instruction",))
-register_builder("student_path", build_student_path)
-register_builder("redaction_context", build_redaction_context)
-
-
 # --------------------------------------------------------------------------- profiles
 
 
@@ -454,12 +225,6 @@ class LayerSpec(_Frozen):
         if self.file == PROVIDER_OVERRIDE_LAYER:
             raise ValueError(f"{PROVIDER_OVERRIDE_LAYER!r} is reserved; use {{provider_override: true}}")
         if self.builder is not None:
-            registered = _BUILDERS.get(self.builder)
-            if registered is None:
-                raise ValueError(f"unknown builder {self.builder!r} (registered: {builder_names()})")
-            missing = [key for key in registered.required_params if key not in self.params]
-            if missing:
-                raise ValueError(f"builder {self.builder!r} needs params {missing}")
             canonical_bytes(self.params)
         return self
 
@@ -523,6 +288,8 @@ class PromptConfig(_Frozen):
     default_profile: Slug
     tools: tuple[ToolSpec, ...] = ()
     output_safety: SafetyRules = Field(default_factory=SafetyRules)
+    #: The pack's own data-layer builders: name -> ``module:function`` or ``file.py:function``.
+    builders: dict[BuilderName, BuilderRef] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -553,7 +320,28 @@ class PromptConfig(_Frozen):
             unknown = sorted(set(profile.tools) - set(tool_names))
             if unknown:
                 raise ValueError(f"profile {profile.name!r} names unknown tools {unknown}")
+        self._check_builders()
         return self
+
+    def _check_builders(self) -> None:
+        shadowing = sorted(set(self.builders) & set(BUILT_IN_BUILDERS))
+        if shadowing:
+            raise ValueError(f"builders {shadowing} are built in; give the pack's builders other names")
+        for profile in self.profiles.values():
+            for layer in profile.layers:
+                if layer.builder is None or layer.builder in self.builders:
+                    continue
+                built_in = BUILT_IN_BUILDERS.get(layer.builder)
+                if built_in is None:
+                    raise ValueError(
+                        f"profile {profile.name!r}: unknown builder {layer.builder!r} (built in: "
+                        f"{sorted(BUILT_IN_BUILDERS)}; the pack's own go under 'builders')"
+                    )
+                missing = [key for key in built_in.required_params if key not in layer.params]
+                if missing:
+                    raise ValueError(
+                        f"profile {profile.name!r}: builder {layer.builder!r} needs params {missing}"
+                    )
 
     def file_layers(self) -> list[str]:
         """Every file layer any profile uses, in order of first appearance (what to snapshot)."""
@@ -583,7 +371,9 @@ class PromptConfig(_Frozen):
 
     @property
     def digest(self) -> str:
-        return digest(self.model_dump(mode="json"))
+        # builders are in the digest once a pack has any (packs without keep their earlier digest)
+        exclude = set() if self.builders else {"builders"}
+        return digest(self.model_dump(mode="json", exclude=exclude))
 
 
 def parse_prompt_config(data: Mapping[str, Any] | bytes | str) -> PromptConfig:
@@ -645,12 +435,16 @@ def build_system_prompt(
     profile: Profile,
     inputs: Mapping[str, Any],
     *,
+    builders: Mapping[str, LayerBuilder],
     redaction_reason: str | None = None,
 ) -> SystemPrompt:
-    """The system prompt for one turn. Pure: file layers come only from ``snapshot``.
+    """The system prompt for one turn. Pure: file layers come only from ``snapshot``, data layers
+    from ``builders`` (name -> function: the built-in ones and the pack's, see
+    :func:`turngate.prompts.pack_builders.pack_builders`).
 
     Raises :class:`PromptError` ``prompts.layer_not_in_snapshot`` when the profile uses a file
-    layer the snapshot was not taken for, and ``prompts.builder_failed`` when a builder breaks.
+    layer the snapshot was not taken for, ``prompts.unknown_builder`` when ``builders`` lacks a
+    builder the profile names, and ``prompts.builder_failed`` when a builder breaks.
     """
     runtime = BuildRuntime(
         task_id=snapshot.task_id, provider=snapshot.provider, redaction_reason=redaction_reason
@@ -661,11 +455,11 @@ def build_system_prompt(
     for layer in profile.layers:
         name = layer.layer_name
         if layer.kind == "builder":
-            registered = _BUILDERS.get(str(layer.builder))
-            if registered is None:
-                raise PromptError("prompts.unknown_builder", f"builder {layer.builder!r} is not registered")
+            build = builders.get(str(layer.builder))
+            if build is None:
+                raise PromptError("prompts.unknown_builder", f"builder {layer.builder!r} is not loaded")
             try:
-                text = registered.fn(inputs, layer.params, runtime)
+                text = build(inputs, layer.params, runtime)
             except Exception as exc:
                 raise PromptError(
                     "prompts.builder_failed", f"builder {layer.builder!r} failed: {type(exc).__name__}: {exc}"
