@@ -2,17 +2,17 @@
 
 Layout (``pack_dir`` is the ``prompts/`` directory, e.g. ``TURNGATE_PROMPTS_DIR``)::
 
-    profiles.json                  profiles, selection rules, tools, output safety rules
+    profiles.json                  profiles, selection rules, builders, tools, output safety rules
+    *.py                           the pack's own layer builders (named in profiles.json)
     default/{layer}.md             the default text of each file layer
     tasks/{task_id}/{layer}.md     a task's own text for a layer (wins over the default)
-    tasks/{task_id}/{provider}.md  provider-specific task override (seed layer 4)
+    tasks/{task_id}/{provider}.md  provider-specific task override
 
 Each file layer resolves task file -> default file -> skipped (with the reason); the provider
-override is the task's ``{provider}.md`` or skipped. This is the only module of the prompt
-system that touches files: call it from an activity (or at start-up), never from workflow code,
-and pin what it returns with :func:`turngate.core.prompt_layers.snapshot_from_sources`.
-:func:`load_prompt_config` also loads the pack's own layer builders
-(:mod:`turngate.prompts.pack_builders`).
+override is the task's ``{provider}.md`` or skipped. This module reads the pack's files: call it
+from an activity (or at start-up), never from workflow code, and pin what it returns with
+:func:`turngate.core.prompt_layers.snapshot_from_sources`. :func:`load_prompt_config` also loads
+the pack's own layer builders (:mod:`turngate.prompts.pack_builders`).
 """
 
 from __future__ import annotations
