@@ -12,7 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
-from turngate.core.prompt_layers import build_system_prompt, task_id_from_inputs
+from turngate.core.prompt_layers import task_id_from_inputs
+from turngate.core.system_prompt import build_system_prompt
 from turngate.core.tools import offered_tools
 from turngate.prompts.loader import load_prompt_config, load_snapshot
 from turngate.prompts.pack_builders import pack_builders

@@ -11,7 +11,8 @@ import pytest
 
 from tests.prompts.helpers import BASIC_FILES, EXAMPLE_PACK, profiles_config, write_pack
 from turngate.core.layer_builders import BUILT_IN_BUILDERS
-from turngate.core.prompt_layers import PromptError, PromptPackError, build_system_prompt, parse_prompt_config
+from turngate.core.prompt_layers import PromptError, PromptPackError, parse_prompt_config
+from turngate.core.system_prompt import build_system_prompt
 from turngate.prompts import pack_builders as pack_builders_module
 from turngate.prompts.loader import load_prompt_config, load_snapshot
 from turngate.prompts.pack_builders import pack_builders

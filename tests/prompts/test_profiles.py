@@ -9,14 +9,8 @@ import pytest
 
 from tests.prompts.helpers import BASIC_FILES, profiles_config
 from turngate.core.canonical import digest_bytes
-from turngate.core.prompt_layers import (
-    LAYER_SEPARATOR,
-    PromptError,
-    PromptPackError,
-    build_system_prompt,
-    parse_prompt_config,
-    task_id_from_inputs,
-)
+from turngate.core.prompt_layers import PromptError, PromptPackError, parse_prompt_config, task_id_from_inputs
+from turngate.core.system_prompt import LAYER_SEPARATOR, build_system_prompt
 from turngate.prompts.loader import load_prompt_config, load_snapshot
 from turngate.prompts.pack_builders import pack_builders
 

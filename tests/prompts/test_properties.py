@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.prompts.helpers import EXAMPLE_PACK
-from turngate.core.prompt_layers import build_system_prompt
+from turngate.core.system_prompt import build_system_prompt
 from turngate.prompts.loader import load_prompt_config, load_snapshot
 from turngate.prompts.pack_builders import pack_builders
 

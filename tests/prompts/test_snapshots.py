@@ -11,11 +11,11 @@ from turngate.core.canonical import canonical_bytes, digest
 from turngate.core.prompt_layers import (
     PromptError,
     PromptSnapshotError,
-    build_system_prompt,
     snapshot_bytes,
     snapshot_from_bytes,
     snapshot_from_sources,
 )
+from turngate.core.system_prompt import build_system_prompt
 from turngate.prompts.loader import load_pack_layers, load_prompt_config, load_snapshot
 from turngate.prompts.pack_builders import pack_builders
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from tests.prompts.helpers import EXAMPLE_INPUTS, EXAMPLE_PACK
-from turngate.core.prompt_layers import build_system_prompt, task_id_from_inputs
+from turngate.core.prompt_layers import task_id_from_inputs
 from turngate.core.safety import check_output
+from turngate.core.system_prompt import build_system_prompt
 from turngate.core.tools import ToolCall, admit_tool_calls, next_phase, offered_tools, transition_for
 from turngate.prompts.loader import load_prompt_config, load_snapshot
 from turngate.prompts.pack_builders import pack_builders

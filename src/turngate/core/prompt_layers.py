@@ -1,8 +1,9 @@
-"""Layered system prompts (prompt assembly): profiles, data-layer builders, pinned prompt snapshots.
+"""Layered system prompts (prompt assembly): layer sources, pinned prompt snapshots, profiles.
 
-A *prompt pack* (read by :mod:`turngate.prompts.loader`, the only part that touches files) holds
-file layers (``default/{layer}.md``, ``tasks/{task_id}/{layer}.md``), per-provider task
-overrides (``tasks/{task_id}/{provider}.md``) and ``profiles.json``. Everything here is pure:
+A *prompt pack* (read by :mod:`turngate.prompts.loader`) holds file layers
+(``default/{layer}.md``, ``tasks/{task_id}/{layer}.md``), per-provider task overrides
+(``tasks/{task_id}/{provider}.md``), ``profiles.json`` and, optionally, the pack's own layer
+builders (``*.py``). Everything here is pure:
 
 * :class:`PromptSnapshot`: the resolved file layers for one (task_id, provider), content-addressed
   (``snapshot_digest``). The caller takes it on a thread's first turn, stores
@@ -11,12 +12,10 @@ overrides (``tasks/{task_id}/{provider}.md``) and ``profiles.json``. Everything 
 * :class:`Profile`: an ordered list of layers (file, provider override, or a data layer rendered
   by a named builder from the intent's ``inputs``), whether history may be trimmed, which tools.
   Profiles are chosen per intent type and ``inputs.mode``.
-* :func:`build_system_prompt`: snapshot + profile + inputs -> the system prompt text (non-empty
-  layers joined by a blank line) with one :class:`LayerRecord` per layer for the manifest.
+* :class:`PromptConfig`: a pack's ``profiles.json`` (profiles, selection rules, the pack's own
+  builders, tools, output safety rules).
 
-Data layers are small pure functions (:mod:`turngate.core.layer_builders`): turngate's built-in
-ones, plus those a pack names in ``profiles.json`` under ``builders`` (loaded once at worker start
-by :mod:`turngate.prompts.pack_builders`). :func:`build_system_prompt` is given them explicitly.
+:mod:`turngate.core.system_prompt` builds a turn's system prompt from these.
 """
 
 from __future__ import annotations
@@ -36,14 +35,13 @@ from pydantic import (
 )
 
 from turngate.core.canonical import canonical_bytes, digest, digest_bytes
-from turngate.core.layer_builders import BUILT_IN_BUILDERS, BuildRuntime, LayerBuilder
+from turngate.core.layer_builders import BUILT_IN_BUILDERS
 from turngate.core.safety import SafetyRules
 from turngate.core.tools import ToolSpec
 
 PROFILES_SCHEMA_VERSION = "turngate.prompts.1"
 SNAPSHOT_SCHEMA_VERSION = "turngate.prompt_snapshot.1"
 PROVIDER_OVERRIDE_LAYER = "provider_override"
-LAYER_SEPARATOR = "\n\n"
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 BUILDER_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 #: ``package.module:function`` (an importable module), or ``file.py:function`` (a Python file in
@@ -57,7 +55,6 @@ Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
 BuilderName = Annotated[str, StringConstraints(pattern=BUILDER_NAME_PATTERN)]
 BuilderRef = Annotated[str, StringConstraints(pattern=BUILDER_REF_PATTERN)]
 LayerOrigin = Literal["task", "default", "provider_override", "skipped"]
-RecordOrigin = Literal["task", "default", "provider_override", "builder"]
 
 
 class PromptError(ValueError):
@@ -395,137 +392,3 @@ def task_id_from_inputs(inputs: Mapping[str, Any]) -> str | None:
     """The task whose files a thread uses: ``inputs.task_id`` (a string), or None for defaults only."""
     task_id = inputs.get("task_id")
     return task_id if isinstance(task_id, str) and task_id else None
-
-
-# --------------------------------------------------------------------------- system prompt
-
-
-class LayerRecord(_Frozen):
-    """A layer that is in the system prompt. ``sha256`` is over the block as the model saw it;
-    ``source_sha256`` is the snapshot's sha256 of the file it came from."""
-
-    name: str
-    origin: RecordOrigin
-    sha256: str
-    chars: int
-    path: str | None = None
-    source_sha256: str | None = None
-    builder: str | None = None
-
-
-class SkippedLayerRecord(_Frozen):
-    name: str
-    reason: str
-
-
-class SystemPrompt(_Frozen):
-    text: str
-    layers: list[LayerRecord]
-    skipped: list[SkippedLayerRecord]
-    snapshot_digest: str
-    profile: str
-    profile_digest: str
-    text_sha256: str
-    trim_history: bool
-    done_event: Literal["dialogue", "debrief"] = "dialogue"
-
-
-def build_system_prompt(
-    snapshot: PromptSnapshot,
-    profile: Profile,
-    inputs: Mapping[str, Any],
-    *,
-    builders: Mapping[str, LayerBuilder],
-    redaction_reason: str | None = None,
-) -> SystemPrompt:
-    """The system prompt for one turn. Pure: file layers come only from ``snapshot``, data layers
-    from ``builders`` (name -> function: the built-in ones and the pack's, see
-    :func:`turngate.prompts.pack_builders.pack_builders`).
-
-    Raises :class:`PromptError` ``prompts.layer_not_in_snapshot`` when the profile uses a file
-    layer the snapshot was not taken for, ``prompts.unknown_builder`` when ``builders`` lacks a
-    builder the profile names, and ``prompts.builder_failed`` when a builder breaks.
-    """
-    runtime = BuildRuntime(
-        task_id=snapshot.task_id, provider=snapshot.provider, redaction_reason=redaction_reason
-    )
-    blocks: list[str] = []
-    records: list[LayerRecord] = []
-    skipped: list[SkippedLayerRecord] = []
-    for layer in profile.layers:
-        name = layer.layer_name
-        if layer.kind == "builder":
-            build = builders.get(str(layer.builder))
-            if build is None:
-                raise PromptError("prompts.unknown_builder", f"builder {layer.builder!r} is not loaded")
-            try:
-                text = build(inputs, layer.params, runtime)
-            except Exception as exc:
-                raise PromptError(
-                    "prompts.builder_failed", f"builder {layer.builder!r} failed: {type(exc).__name__}: {exc}"
-                ) from exc
-            if text is not None and not isinstance(text, str):
-                raise PromptError(
-                    "prompts.builder_failed", f"builder {layer.builder!r} returned {type(text)}"
-                )
-            block = text.strip() if text else ""
-            if not block:
-                skipped.append(SkippedLayerRecord(name=name, reason="builder returned no text"))
-                continue
-            blocks.append(block)
-            records.append(
-                LayerRecord(
-                    name=name,
-                    origin="builder",
-                    sha256=digest_bytes(block.encode("utf-8")),
-                    chars=len(block),
-                    builder=layer.builder,
-                )
-            )
-            continue
-        source = snapshot.layers.get(name)
-        if source is None:
-            raise PromptError(
-                "prompts.layer_not_in_snapshot",
-                f"profile {profile.name!r} uses layer {name!r}, which snapshot {snapshot.snapshot_digest} "
-                "does not hold; take snapshots with PromptConfig.file_layers()",
-            )
-        if source.origin == "skipped" or source.content is None:
-            skipped.append(SkippedLayerRecord(name=name, reason=source.skipped_reason or "skipped"))
-            continue
-        block = source.content.strip()
-        if not block:
-            skipped.append(SkippedLayerRecord(name=name, reason=f"{source.path} is empty"))
-            continue
-        blocks.append(block)
-        records.append(
-            LayerRecord(
-                name=name,
-                origin=source.origin,  # type: ignore[arg-type]  # never "skipped" here
-                sha256=digest_bytes(block.encode("utf-8")),
-                chars=len(block),
-                path=source.path,
-                source_sha256=source.sha256,
-            )
-        )
-    text = LAYER_SEPARATOR.join(blocks)
-    return SystemPrompt(
-        text=text,
-        layers=records,
-        skipped=skipped,
-        snapshot_digest=snapshot.snapshot_digest,
-        profile=profile.name,
-        profile_digest=profile.digest,
-        text_sha256=digest_bytes(text.encode("utf-8")),
-        trim_history=profile.trim_history,
-        done_event=profile.done_event,
-    )
-
-
-class PromptContext(_Frozen):
-    """What the workflow needs to build the system prompt, decided outside it (I/O)."""
-
-    snapshot: PromptSnapshot
-    snapshot_artifact: dict[str, Any]
-    pinned_by_index: int | None  # the DECISION that pinned it; None: this turn pins it
-    redaction_reason: str | None = None

@@ -16,13 +16,8 @@ from pathlib import Path
 
 from turngate.artifacts import ArtifactStore
 from turngate.core.events import Event, EventKind
-from turngate.core.prompt_layers import (
-    PromptConfig,
-    PromptContext,
-    snapshot_bytes,
-    snapshot_from_bytes,
-    task_id_from_inputs,
-)
+from turngate.core.prompt_layers import PromptConfig, snapshot_bytes, snapshot_from_bytes, task_id_from_inputs
+from turngate.core.system_prompt import PromptContext
 from turngate.ledger import LedgerStore
 from turngate.prompts.loader import load_snapshot
 

@@ -33,15 +33,11 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.manifest import build_denied_manifest, build_manifest
     from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
     from turngate.core.policy import load_policy
-    from turngate.core.prompt_layers import (
-        PromptConfig,
-        SystemPrompt,
-        build_system_prompt,
-        parse_prompt_config,
-    )
+    from turngate.core.prompt_layers import PromptConfig, parse_prompt_config
     from turngate.core.refs import RefResolutionError, external_refs_of, ref_lookup_ids
     from turngate.core.safety import check_output
     from turngate.core.shadow import with_shadows
+    from turngate.core.system_prompt import SystemPrompt, build_system_prompt
     from turngate.core.tools import (
         ToolSpec,
         admit_tool_calls,
