@@ -35,6 +35,7 @@ from turngate.core.prompt_layers import (
     snapshot_from_sources,
 )
 from turngate.prompts.pack_builders import load_pack_builders
+from turngate.prompts.pack_files import read_pack_file
 
 __all__ = [
     "DEFAULT_MAX_LAYER_BYTES",
@@ -72,23 +73,9 @@ def _pack_root(pack_dir: Path) -> Path:
 
 def _read_text(root: Path, relative: str, max_bytes: int) -> str | None:
     """The UTF-8 text of ``root/relative``, or None when there is no such file."""
-    path = root / relative
-    if not path.exists() and not path.is_symlink():
+    data = read_pack_file(root, relative, max_bytes)
+    if data is None:
         return None
-    resolved = path.resolve()
-    if not resolved.is_relative_to(root):
-        raise PromptPackError("prompts.path_escape", f"{relative} points outside the prompt pack")
-    if not resolved.is_file():
-        raise PromptPackError("prompts.unreadable", f"{relative} exists but is not a regular file")
-    try:
-        size = resolved.stat().st_size
-        if size > max_bytes:
-            raise PromptPackError(
-                "prompts.too_large", f"{relative} is {size} bytes; the limit is {max_bytes}"
-            )
-        data = resolved.read_bytes()
-    except OSError as exc:
-        raise PromptPackError("prompts.unreadable", f"{relative}: {exc.strerror or exc}") from exc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from types import ModuleType
 
 from turngate.core.layer_builders import BUILT_IN_BUILDERS, LayerBuilder
 from turngate.core.prompt_layers import PromptConfig, PromptError, PromptPackError
+from turngate.prompts.pack_files import read_pack_file
 
 __all__ = ["PACK_FILE_SUFFIX", "load_pack_builders", "pack_builders"]
 
@@ -44,32 +44,20 @@ _LOADED: dict[str, _Loaded] = {}
 
 def _pack_file_module(root: Path, file_name: str) -> tuple[ModuleType, str]:
     """Import ``root/file_name`` under a name derived from its content (one module per content)."""
-    path = root / file_name
-    resolved = path.resolve()
-    if not resolved.is_relative_to(root):
-        raise PromptPackError("prompts.path_escape", f"{file_name} points outside the prompt pack")
-    if not resolved.is_file():
-        raise PromptPackError("prompts.unreadable", f"builder file {file_name} is not a file in the pack")
-    try:
-        data = resolved.read_bytes()
-    except OSError as exc:
-        raise PromptPackError("prompts.unreadable", f"{file_name}: {exc.strerror or exc}") from exc
-    if len(data) > MAX_BUILDER_FILE_BYTES:
-        raise PromptPackError(
-            "prompts.too_large", f"{file_name} is {len(data)} bytes; the limit is {MAX_BUILDER_FILE_BYTES}"
-        )
+    data = read_pack_file(root, file_name, MAX_BUILDER_FILE_BYTES)
+    if data is None:
+        raise PromptPackError("prompts.unreadable", f"builder file {file_name} is not in the pack")
     sha256 = hashlib.sha256(data).hexdigest()
     stem = file_name.removesuffix(PACK_FILE_SUFFIX).replace("-", "_")
     module_name = f"turngate_pack_builders_{stem}_{sha256[:16]}"
     module = sys.modules.get(module_name)
     if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, resolved)
-        if spec is None or spec.loader is None:
-            raise PromptPackError("prompts.builder_import_failed", f"{file_name} cannot be loaded as Python")
-        module = importlib.util.module_from_spec(spec)
+        # Run the very bytes that were hashed (not a second read of the file).
+        module = ModuleType(module_name)
+        module.__file__ = str((root / file_name).resolve())
         sys.modules[module_name] = module
         try:
-            spec.loader.exec_module(module)
+            exec(compile(data, module.__file__, "exec"), module.__dict__)
         except Exception as exc:
             del sys.modules[module_name]
             raise PromptPackError(
