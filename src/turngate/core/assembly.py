@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -159,7 +159,7 @@ def assemble(
                 )
             )
             continue
-        role = "user" if event.kind == EventKind.INTENT else "assistant"
+        role: Literal["user", "assistant"] = "user" if event.kind == EventKind.INTENT else "assistant"
         pointer = offloaded_text_pointer(event)
         items.append(
             _Item(

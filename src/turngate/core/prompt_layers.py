@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -40,7 +40,7 @@ from turngate.core.safety import SafetyRules
 from turngate.core.tools import ToolSpec
 
 PROFILES_SCHEMA_VERSION = "turngate.prompts.1"
-SNAPSHOT_SCHEMA_VERSION = "turngate.prompt_snapshot.1"
+SNAPSHOT_SCHEMA_VERSION: Final = "turngate.prompt_snapshot.1"
 PROVIDER_OVERRIDE_LAYER = "provider_override"
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 BUILDER_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"

@@ -127,7 +127,7 @@ def build_system_prompt(
         records.append(
             LayerRecord(
                 name=name,
-                origin=source.origin,  # type: ignore[arg-type]  # never "skipped" here
+                origin=source.origin,  # never "skipped" here
                 sha256=digest_bytes(block.encode("utf-8")),
                 chars=len(block),
                 path=source.path,

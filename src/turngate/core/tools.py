@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -27,9 +27,9 @@ from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES
 from turngate.core.policy import intent_message
 from turngate.core.refs import Resolution
 
-REASON_NOT_OFFERED = "tool.not_offered"
-REASON_INVALID_ARGUMENTS = "tool.invalid_arguments"
-REASON_ARGUMENTS_TOO_LARGE = "tool.arguments_too_large"
+REASON_NOT_OFFERED: Final = "tool.not_offered"
+REASON_INVALID_ARGUMENTS: Final = "tool.invalid_arguments"
+REASON_ARGUMENTS_TOO_LARGE: Final = "tool.arguments_too_large"
 
 ToolSpecName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 SignalName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
@@ -274,7 +274,7 @@ def admit_tool_calls(
                 )
             )
             continue
-        problems = [error] if error is not None or call is None else []
+        problems: Sequence[str | None] = [error] if error is not None or call is None else []
         if call is not None and not problems:
             problems = schema_errors(call.arguments, spec.parameters)
             if not problems and spec.signals:
