@@ -12,9 +12,11 @@ import argparse
 import json
 from pathlib import Path
 
-from turngate.core.prompts import build_system_prompt, task_id_from_inputs
+from turngate.core.prompt_layers import task_id_from_inputs
+from turngate.core.system_prompt import build_system_prompt
 from turngate.core.tools import offered_tools
 from turngate.prompts.loader import load_prompt_config, load_snapshot
+from turngate.prompts.pack_builders import pack_builders
 
 HERE = Path(__file__).resolve().parent
 
@@ -37,7 +39,9 @@ def main() -> None:
     snapshot = load_snapshot(
         Path(args.pack), task_id=task_id_from_inputs(inputs), provider=args.provider, config=config
     )
-    prompt = build_system_prompt(snapshot, profile, inputs, redaction_reason=args.redaction_reason)
+    prompt = build_system_prompt(
+        snapshot, profile, inputs, builders=pack_builders(config), redaction_reason=args.redaction_reason
+    )
     tools = offered_tools(config.tools_for(profile), args.exchanges)
 
     print(prompt.text)

@@ -39,6 +39,7 @@ def _profiles(file_layers: list[str]) -> dict[str, Any]:
     return {
         "schema_version": "turngate.prompts.1",
         "default_profile": "chat",
+        "builders": {"fragile": "tests.faults.fragile_builder:fragile"},
         "profiles": {"chat": {"layers": [*layers, {"builder": "fragile"}], "tools": []}},
     }
 

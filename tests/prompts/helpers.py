@@ -10,6 +10,12 @@ EXAMPLE_PACK = Path(__file__).resolve().parents[2] / "examples" / "trickster" / 
 EXAMPLE_INPUTS = EXAMPLE_PACK.parent / "intent-inputs.json"
 
 FILE_LAYERS = ["persona", "behaviour", "safety"]
+TRICKSTER_LAYERS_FILE = "trickster_layers.py"
+#: The Trickster's own builders, named the way its profiles.json names them.
+TRICKSTER_BUILDERS = {
+    name: f"{TRICKSTER_LAYERS_FILE}:build_{name}"
+    for name in ("task_context", "task_context_debrief", "safety_config", "student_path")
+}
 
 
 def dialogue_layers(task_builder: str = "task_context") -> list[dict[str, Any]]:
@@ -31,6 +37,7 @@ def profiles_config() -> dict[str, Any]:
         "schema_version": "turngate.prompts.1",
         "default_profile": "dialogue",
         "select": [{"intent_type": "chat.message", "mode": "debrief", "profile": "debrief"}],
+        "builders": dict(TRICKSTER_BUILDERS),
         "profiles": {
             "dialogue": {"layers": dialogue_layers(), "tools": ["transition_phase"]},
             "debrief": {
@@ -65,7 +72,9 @@ def profiles_config() -> dict[str, Any]:
 
 
 def write_pack(root: Path, files: dict[str, str], config: dict[str, Any] | None = None) -> Path:
+    """A pack: ``files``, ``profiles.json`` and the Trickster's builders file (as the example has it)."""
     root.mkdir(parents=True, exist_ok=True)
+    (root / TRICKSTER_LAYERS_FILE).write_bytes((EXAMPLE_PACK / TRICKSTER_LAYERS_FILE).read_bytes())
     for relative, text in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)

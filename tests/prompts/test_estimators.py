@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from turngate.core import estimators
 from turngate.core.assembly import chars_div_3 as assembly_chars_div_3
-from turngate.core.estimators import (
-    DEFAULT_ESTIMATOR,
-    EstimatorError,
-    _EncodingInfo,
-    chars_div_3,
+from turngate.core.estimators import DEFAULT_ESTIMATOR, EstimatorError, chars_div_3
+from turngate.prompts import token_estimators as estimators
+from turngate.prompts.token_estimators import (
+    EncodingInfo,
     get_estimator,
+    loaded_estimator,
     resolve_estimator,
 )
 
@@ -106,7 +105,7 @@ def test_verified_local_file_is_used(isolated_cache: Path, monkeypatch: pytest.M
     data = b"\n".join(
         base64.b64encode(tok) + b" " + str(rank).encode() for rank, tok in enumerate([b"a", b"b"])
     )
-    info = _EncodingInfo(sha256=hashlib.sha256(data).hexdigest(), pat_str=r"\S+", special_tokens={"<|x|>": 2})
+    info = EncodingInfo(sha256=hashlib.sha256(data).hexdigest(), pat_str=r"\S+", special_tokens={"<|x|>": 2})
     monkeypatch.setitem(estimators.ENCODINGS, "test_base", info)
     # Stored under tiktoken's own cache key (sha1 of the blob url).
     key = hashlib.sha1(b"https://openaipublic.blob.core.windows.net/encodings/test_base.tiktoken").hexdigest()
@@ -122,4 +121,23 @@ def test_verified_local_file_is_used(isolated_cache: Path, monkeypatch: pytest.M
             "special_tokens": {"<|x|>": 2},
         }
     ]
+    estimators._load_encoding.cache_clear()
+
+
+def test_workflow_lookup_needs_no_io_and_only_finds_what_the_worker_resolved(
+    isolated_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert loaded_estimator(DEFAULT_ESTIMATOR) is chars_div_3
+    with pytest.raises(EstimatorError) as missing:
+        loaded_estimator("tiktoken:lookup_base")
+    assert missing.value.reason_code == "estimator.not_loaded"
+    fake_tiktoken(monkeypatch)
+    data = base64.b64encode(b"a") + b" 0"
+    info = EncodingInfo(sha256=hashlib.sha256(data).hexdigest(), pat_str=r"\S+", special_tokens={})
+    monkeypatch.setitem(estimators.ENCODINGS, "lookup_base", info)
+    (isolated_cache / "lookup_base.tiktoken").write_bytes(data)
+    resolved = resolve_estimator("tiktoken:lookup_base")  # worker start: reads and hashes the file
+    (isolated_cache / "lookup_base.tiktoken").unlink()  # later turns never touch it
+    count = loaded_estimator("tiktoken:lookup_base")
+    assert count is resolved.count and count("one two") == 2
     estimators._load_encoding.cache_clear()

@@ -9,7 +9,7 @@ import pytest
 
 from tests.prompts.helpers import FILE_LAYERS
 from turngate.core.canonical import digest_bytes
-from turngate.core.prompts import PROVIDER_OVERRIDE_LAYER, PromptPackError
+from turngate.core.prompt_layers import PROVIDER_OVERRIDE_LAYER, PromptPackError
 from turngate.prompts.loader import load_pack_layers, load_prompt_config
 
 

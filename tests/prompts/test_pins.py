@@ -12,7 +12,7 @@ import pytest
 from tests.prompts.helpers import EXAMPLE_INPUTS, EXAMPLE_PACK
 from turngate.artifacts import open_artifact_store
 from turngate.core.events import Event, EventDraft, EventKind, parse_intent
-from turngate.core.prompts import PromptContext
+from turngate.core.system_prompt import PromptContext
 from turngate.ledger import LedgerStore
 from turngate.prompts.loader import load_prompt_config
 from turngate.prompts.pins import PIN_PAGE, PromptPins

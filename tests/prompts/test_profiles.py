@@ -7,19 +7,12 @@ from typing import Any
 
 import pytest
 
-from tests.prompts.helpers import profiles_config
+from tests.prompts.helpers import BASIC_FILES, profiles_config
 from turngate.core.canonical import digest_bytes
-from turngate.core.prompts import (
-    LAYER_SEPARATOR,
-    PromptError,
-    PromptPackError,
-    build_system_prompt,
-    builder_names,
-    parse_prompt_config,
-    register_builder,
-    task_id_from_inputs,
-)
+from turngate.core.prompt_layers import PromptError, PromptPackError, parse_prompt_config, task_id_from_inputs
+from turngate.core.system_prompt import LAYER_SEPARATOR, build_system_prompt
 from turngate.prompts.loader import load_prompt_config, load_snapshot
+from turngate.prompts.pack_builders import pack_builders
 
 FULL_INPUTS: dict[str, Any] = {
     "task_id": "t1",
@@ -48,7 +41,13 @@ def setup(make_pack, provider: str = "openai", task_id: str | None = "t1"):
 
 def test_layers_in_profile_order_joined_by_blank_lines(make_pack) -> None:
     config, snapshot = setup(make_pack)
-    prompt = build_system_prompt(snapshot, config.profiles["dialogue"], FULL_INPUTS, redaction_reason="x")
+    prompt = build_system_prompt(
+        snapshot,
+        config.profiles["dialogue"],
+        FULL_INPUTS,
+        redaction_reason="x",
+        builders=pack_builders(config),
+    )
     names = [layer.name for layer in prompt.layers]
     assert names == [
         "persona",
@@ -84,7 +83,7 @@ def test_skipped_file_layers_leave_no_gap(make_pack) -> None:
     pack = make_pack({"default/persona.md": "P\n", "default/safety.md": "   \n"})
     config = load_prompt_config(pack)
     snapshot = load_snapshot(pack, task_id=None, provider="echo", config=config)
-    prompt = build_system_prompt(snapshot, config.profiles["dialogue"], {})
+    prompt = build_system_prompt(snapshot, config.profiles["dialogue"], {}, builders=pack_builders(config))
     assert prompt.text.startswith("P\n\n## Task context")
     assert "\n\n\n" not in prompt.text
     skipped = {s.name: s.reason for s in prompt.skipped}
@@ -96,9 +95,13 @@ def test_skipped_file_layers_leave_no_gap(make_pack) -> None:
 def test_task_context_minimal_header_when_absent(make_pack) -> None:
     config, snapshot = setup(make_pack)
     for inputs in ({}, {"task": {}}, {"task": "not a mapping"}, {"task": {"checklist": []}}):
-        prompt = build_system_prompt(snapshot, config.profiles["dialogue"], inputs)
+        prompt = build_system_prompt(
+            snapshot, config.profiles["dialogue"], inputs, builders=pack_builders(config)
+        )
         assert LAYER_SEPARATOR + "## Task context" + LAYER_SEPARATOR in prompt.text
-    full = build_system_prompt(snapshot, config.profiles["dialogue"], FULL_INPUTS).text
+    full = build_system_prompt(
+        snapshot, config.profiles["dialogue"], FULL_INPUTS, builders=pack_builders(config)
+    ).text
     assert "Persona mode: urgent_authority" in full
     assert "- urgency: a fake deadline\n- false authority" in full
     assert "- partial: names one\n- understood: names two techniques" in full  # keys sorted
@@ -107,37 +110,47 @@ def test_task_context_minimal_header_when_absent(make_pack) -> None:
 
 def test_safety_config_always_present(make_pack) -> None:
     config, snapshot = setup(make_pack)
-    bare = build_system_prompt(snapshot, config.profiles["dialogue"], {})
+    bare = build_system_prompt(snapshot, config.profiles["dialogue"], {}, builders=pack_builders(config))
     assert "safety_config" in [layer.name for layer in bare.layers]
     assert "No runtime safety parameters were provided" in bare.text
-    full = build_system_prompt(snapshot, config.profiles["dialogue"], FULL_INPUTS).text
+    full = build_system_prompt(
+        snapshot, config.profiles["dialogue"], FULL_INPUTS, builders=pack_builders(config)
+    ).text
     assert "- no real brands" in full and "Intensity ceiling: 2." in full
 
 
 def test_language_layer_is_the_configured_instruction(make_pack) -> None:
     config, snapshot = setup(make_pack)
-    bare = build_system_prompt(snapshot, config.profiles["dialogue"], {})
+    bare = build_system_prompt(snapshot, config.profiles["dialogue"], {}, builders=pack_builders(config))
     assert bare.text.endswith(LAYER_SEPARATOR + "Always respond in Lithuanian.")
-    full = build_system_prompt(snapshot, config.profiles["dialogue"], FULL_INPUTS)
+    full = build_system_prompt(
+        snapshot, config.profiles["dialogue"], FULL_INPUTS, builders=pack_builders(config)
+    )
     assert LAYER_SEPARATOR + "Always respond in Lithuanian." + LAYER_SEPARATOR in full.text
 
 
 def test_student_path_skipped_without_labels(make_pack) -> None:
     config, snapshot = setup(make_pack)
     for inputs in ({}, {"choices": []}, {"choices": [{"choice_id": "a"}, {"context_label": "  "}]}):
-        prompt = build_system_prompt(snapshot, config.profiles["dialogue"], inputs)
+        prompt = build_system_prompt(
+            snapshot, config.profiles["dialogue"], inputs, builders=pack_builders(config)
+        )
         assert "student_path" in [s.name for s in prompt.skipped]
         assert "## Student path" not in prompt.text
-    full = build_system_prompt(snapshot, config.profiles["dialogue"], FULL_INPUTS).text
+    full = build_system_prompt(
+        snapshot, config.profiles["dialogue"], FULL_INPUTS, builders=pack_builders(config)
+    ).text
     assert "- Student selected 'Share without reading'\n- Student selected 'Ask a friend'" in full
 
 
 def test_redaction_context_only_when_given(make_pack) -> None:
     config, snapshot = setup(make_pack)
     profile = config.profiles["dialogue"]
-    without = build_system_prompt(snapshot, profile, FULL_INPUTS)
+    without = build_system_prompt(snapshot, profile, FULL_INPUTS, builders=pack_builders(config))
     assert "redaction_context" in [s.name for s in without.skipped]
-    with_reason = build_system_prompt(snapshot, profile, FULL_INPUTS, redaction_reason="safety.blocklist")
+    with_reason = build_system_prompt(
+        snapshot, profile, FULL_INPUTS, redaction_reason="safety.blocklist", builders=pack_builders(config)
+    )
     assert with_reason.layers[-1].name == "redaction_context"
     assert with_reason.text.endswith("continue safely.")
     assert "reason: safety.blocklist" in with_reason.text
@@ -147,8 +160,8 @@ def test_redaction_context_only_when_given(make_pack) -> None:
 def test_debrief_differs_only_in_layer_5_tools_and_trimming(make_pack) -> None:
     config, snapshot = setup(make_pack)
     dialogue, debrief = config.profiles["dialogue"], config.profiles["debrief"]
-    a = build_system_prompt(snapshot, dialogue, FULL_INPUTS)
-    b = build_system_prompt(snapshot, debrief, FULL_INPUTS)
+    a = build_system_prompt(snapshot, dialogue, FULL_INPUTS, builders=pack_builders(config))
+    b = build_system_prompt(snapshot, debrief, FULL_INPUTS, builders=pack_builders(config))
     assert len(a.layers) == len(b.layers)
     differing = [i for i, (x, y) in enumerate(zip(a.layers, b.layers, strict=True)) if x.sha256 != y.sha256]
     assert differing == [4]
@@ -219,39 +232,38 @@ def test_config_errors_are_clear(mutate, needle: str) -> None:
     assert needle in bad(mutate)
 
 
-def test_custom_builder_is_configuration_plus_one_function(make_pack) -> None:
-    def learning_profile(inputs, params, runtime) -> str | None:
-        level = inputs.get("level")
-        return f"{params['title']}\nLevel: {level} ({runtime.provider})" if level else None
+LEARNING_BUILDER = """
+def learning_profile(inputs, params, runtime):
+    level = inputs.get("level")
+    return f"{params['title']}\\nLevel: {level} ({runtime.provider})" if level else None
+"""
 
-    register_builder("learning_profile_test", learning_profile)
-    assert "learning_profile_test" in builder_names()
-    with pytest.raises(ValueError, match="already registered"):
-        register_builder("learning_profile_test", learning_profile)
+
+def test_custom_builder_is_configuration_plus_one_function(make_pack) -> None:
     config = copy.deepcopy(profiles_config())
+    config["builders"]["learning_profile"] = "learning.py:learning_profile"
     config["profiles"]["dialogue"]["layers"].insert(
-        1, {"builder": "learning_profile_test", "name": "learning", "params": {"title": "## Level"}}
+        1, {"builder": "learning_profile", "name": "learning", "params": {"title": "## Level"}}
     )
-    pack = make_pack(config=config)
+    pack = make_pack({**BASIC_FILES, "learning.py": LEARNING_BUILDER}, config=config)
     loaded = load_prompt_config(pack)
     snapshot = load_snapshot(pack, task_id="t1", provider="openai", config=loaded)
-    prompt = build_system_prompt(snapshot, loaded.profiles["dialogue"], {"level": "B1"})
-    assert prompt.layers[1].name == "learning" and prompt.layers[1].builder == "learning_profile_test"
+    prompt = build_system_prompt(
+        snapshot, loaded.profiles["dialogue"], {"level": "B1"}, builders=pack_builders(loaded)
+    )
+    assert prompt.layers[1].name == "learning" and prompt.layers[1].builder == "learning_profile"
     assert "DEFAULT PERSONA\n\n## Level\nLevel: B1 (openai)\n\nTASK BEHAVIOUR" in prompt.text
 
 
 def test_failing_builder_is_a_prompt_error(make_pack) -> None:
-    def broken(inputs, params, runtime) -> str:
-        raise KeyError("boom")
-
-    register_builder("broken_test", broken, replace=True)
     config = profiles_config()
-    config["profiles"]["dialogue"]["layers"].append({"builder": "broken_test"})
+    config["builders"]["broken"] = "tests.prompts.module_builders:broken"
+    config["profiles"]["dialogue"]["layers"].append({"builder": "broken"})
     pack = make_pack(config=config)
     loaded = load_prompt_config(pack)
     snapshot = load_snapshot(pack, task_id=None, provider="openai", config=loaded)
     with pytest.raises(PromptError) as info:
-        build_system_prompt(snapshot, loaded.profiles["dialogue"], {})
+        build_system_prompt(snapshot, loaded.profiles["dialogue"], {}, builders=pack_builders(loaded))
     assert info.value.reason_code == "prompts.builder_failed"
 
 
@@ -265,7 +277,9 @@ def test_task_context_wording_is_configurable(make_pack) -> None:
     pack = make_pack(config=config)
     loaded = load_prompt_config(pack)
     snapshot = load_snapshot(pack, task_id="t1", provider="openai", config=loaded)
-    text = build_system_prompt(snapshot, loaded.profiles["dialogue"], FULL_INPUTS).text
+    text = build_system_prompt(
+        snapshot, loaded.profiles["dialogue"], FULL_INPUTS, builders=pack_builders(loaded)
+    ).text
     assert "## Užduotis\nPersona mode" in text
     assert "Criteria:\n- spots the deadline" in text and "Manipulation patterns to use" in text
     assert "Stay on task." in text and "Never reveal this list" not in text

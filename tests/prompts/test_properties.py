@@ -9,8 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.prompts.helpers import EXAMPLE_PACK
-from turngate.core.prompts import build_system_prompt
+from turngate.core.system_prompt import build_system_prompt
 from turngate.prompts.loader import load_prompt_config, load_snapshot
+from turngate.prompts.pack_builders import pack_builders
 
 CONFIG = load_prompt_config(EXAMPLE_PACK)
 SNAPSHOT = load_snapshot(EXAMPLE_PACK, task_id="phishing-01", provider="openai", config=CONFIG)
@@ -67,11 +68,19 @@ def test_build_is_pure_and_key_order_independent(
 ):
     profile = CONFIG.profiles[profile_name]
     snapshot_copy = SNAPSHOT.model_validate(json.loads(SNAPSHOT.model_dump_json()))
-    first = build_system_prompt(SNAPSHOT, profile, inputs, redaction_reason=redaction)
-    again = build_system_prompt(
-        snapshot_copy, profile, json.loads(json.dumps(inputs)), redaction_reason=redaction
+    first = build_system_prompt(
+        SNAPSHOT, profile, inputs, redaction_reason=redaction, builders=pack_builders(CONFIG)
     )
-    shuffled = build_system_prompt(SNAPSHOT, profile, reorder(inputs), redaction_reason=redaction)
+    again = build_system_prompt(
+        snapshot_copy,
+        profile,
+        json.loads(json.dumps(inputs)),
+        redaction_reason=redaction,
+        builders=pack_builders(CONFIG),
+    )
+    shuffled = build_system_prompt(
+        SNAPSHOT, profile, reorder(inputs), redaction_reason=redaction, builders=pack_builders(CONFIG)
+    )
     assert first == again == shuffled
     # The file layers and the always-present data layers are there whatever the inputs.
     names = [layer.name for layer in first.layers]

@@ -8,15 +8,16 @@ import pytest
 
 from tests.prompts.helpers import FILE_LAYERS
 from turngate.core.canonical import canonical_bytes, digest
-from turngate.core.prompts import (
+from turngate.core.prompt_layers import (
     PromptError,
     PromptSnapshotError,
-    build_system_prompt,
     snapshot_bytes,
     snapshot_from_bytes,
     snapshot_from_sources,
 )
+from turngate.core.system_prompt import build_system_prompt
 from turngate.prompts.loader import load_pack_layers, load_prompt_config, load_snapshot
+from turngate.prompts.pack_builders import pack_builders
 
 
 def test_digest_is_stable_under_order(make_pack) -> None:
@@ -101,19 +102,19 @@ def test_pinned_snapshot_ignores_later_edits_and_a_fresh_load_sees_them(make_pac
 
     first = load_snapshot(pack, task_id="t1", provider="openai", config=config)
     stored = snapshot_bytes(first)  # the caller stores this as an artifact and pins the digest
-    before = build_system_prompt(first, profile, inputs)
+    before = build_system_prompt(first, profile, inputs, builders=pack_builders(config))
 
     (pack / "tasks/t1/behaviour.md").write_text("EDITED MID-SESSION\n")
     (pack / "tasks/t1/persona.md").write_text("A NEW TASK PERSONA\n")  # a layer that was absent
 
     pinned = snapshot_from_bytes(stored, expected_digest=first.snapshot_digest)
-    after = build_system_prompt(pinned, profile, inputs)
+    after = build_system_prompt(pinned, profile, inputs, builders=pack_builders(config))
     assert after == before
     assert "EDITED" not in after.text and "A NEW TASK PERSONA" not in after.text
 
     fresh = load_snapshot(pack, task_id="t1", provider="openai", config=config)
     assert fresh.snapshot_digest != first.snapshot_digest
-    rebuilt = build_system_prompt(fresh, profile, inputs)
+    rebuilt = build_system_prompt(fresh, profile, inputs, builders=pack_builders(config))
     assert "EDITED MID-SESSION" in rebuilt.text and "A NEW TASK PERSONA" in rebuilt.text
     assert rebuilt.snapshot_digest == fresh.snapshot_digest
 
@@ -127,7 +128,7 @@ def test_profile_layer_missing_from_snapshot_is_an_error(make_pack) -> None:
         provider="openai",
     )
     with pytest.raises(PromptError) as info:
-        build_system_prompt(partial, config.profiles["dialogue"], {})
+        build_system_prompt(partial, config.profiles["dialogue"], {}, builders=pack_builders(config))
     assert info.value.reason_code == "prompts.layer_not_in_snapshot"
 
 

@@ -10,7 +10,7 @@ from tests.prompts.helpers import profiles_config
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import EventDraft, EventKind, seal
 from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES
-from turngate.core.prompts import parse_prompt_config
+from turngate.core.prompt_layers import parse_prompt_config
 from turngate.core.refs import Resolution
 from turngate.core.tools import (
     ToolCall,
@@ -19,6 +19,7 @@ from turngate.core.tools import (
     exchange_count,
     first_transition,
     next_phase,
+    next_phase_for,
     offered_tools,
     schema_errors,
     tools_digest,
@@ -148,6 +149,41 @@ def test_transition_for_other_calls_is_none() -> None:
     assert transition_for(ToolCall(name="hint"), ToolSpec(name="hint", description="A hint.")) is None
     assert next_phase("on_success", None) is None
     assert next_phase("on_success", {"on_success": ""}) is None
+
+
+TARGETS = {"on_success": "reveal", "on_partial": "hint"}
+
+
+@pytest.mark.parametrize(
+    ("path", "inputs", "expected"),
+    [
+        (None, {"task": {"ai_transitions": TARGETS}}, "reveal"),  # the default path
+        ("lesson.next", {"lesson": {"next": TARGETS}, "task": {"ai_transitions": {}}}, "reveal"),
+        ("targets", {"targets": TARGETS}, "reveal"),
+        ("lesson.next", {"lesson": {"next": "not a mapping"}}, None),
+        ("lesson.next", {"lesson": ["not", "a", "mapping"]}, None),
+        ("lesson.next", {}, None),
+    ],
+)
+def test_next_phase_reads_the_targets_where_the_tool_spec_says(
+    path: str | None, inputs: dict[str, Any], expected: str | None
+) -> None:
+    raw = profiles_config()["tools"][0] | ({"transition_targets": path} if path else {})
+    spec = ToolSpec.model_validate(raw)
+    call = ToolCall(name="transition_phase", arguments={"signal": "understood"})
+    assert next_phase_for(call, "on_success", [spec], inputs) == expected
+    assert next_phase_for(ToolCall(name="other"), "on_success", [spec], inputs) is None
+
+
+def test_transition_targets_enter_the_tools_digest_only_when_not_the_default() -> None:
+    raw = profiles_config()["tools"][0]
+    implicit = ToolSpec.model_validate(raw)
+    explicit = ToolSpec.model_validate(raw | {"transition_targets": "task.ai_transitions"})
+    other = ToolSpec.model_validate(raw | {"transition_targets": "lesson.next"})
+    assert tools_digest([implicit]) == tools_digest([explicit]) != tools_digest([other])
+    for bad in ("", "a..b", ".a", "a/b", "a." * 9 + "a"):
+        with pytest.raises(ValueError, match="transition_targets"):
+            ToolSpec.model_validate(raw | {"transition_targets": bad})
 
 
 def test_tool_spec_validation() -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 from tests.prompts.helpers import EXAMPLE_INPUTS, EXAMPLE_PACK
-from turngate.core.prompts import build_system_prompt, task_id_from_inputs
+from turngate.core.prompt_layers import task_id_from_inputs
 from turngate.core.safety import check_output
+from turngate.core.system_prompt import build_system_prompt
 from turngate.core.tools import ToolCall, admit_tool_calls, next_phase, offered_tools, transition_for
 from turngate.prompts.loader import load_prompt_config, load_snapshot
+from turngate.prompts.pack_builders import pack_builders
 
 
 def load() -> tuple:
@@ -24,7 +26,9 @@ def test_dialogue_prompt_contains_every_layer() -> None:
     snapshot = load_snapshot(
         EXAMPLE_PACK, task_id=task_id_from_inputs(inputs), provider="openai", config=config
     )
-    prompt = build_system_prompt(snapshot, profile, inputs, redaction_reason="safety.blocklist")
+    prompt = build_system_prompt(
+        snapshot, profile, inputs, redaction_reason="safety.blocklist", builders=pack_builders(config)
+    )
     assert [(layer.name, layer.origin) for layer in prompt.layers] == [
         ("persona", "default"),
         ("behaviour", "task"),
@@ -57,7 +61,7 @@ def test_debrief_inputs_select_the_debrief_profile() -> None:
     profile = config.profile_for("chat.message", inputs)
     assert profile.name == "debrief" and not profile.trim_history and config.tools_for(profile) == []
     snapshot = load_snapshot(EXAMPLE_PACK, task_id="phishing-01", provider="echo", config=config)
-    prompt = build_system_prompt(snapshot, profile, inputs)
+    prompt = build_system_prompt(snapshot, profile, inputs, builders=pack_builders(config))
     assert "Drop the adversarial stance" in prompt.text
     assert [s.name for s in prompt.skipped] == ["provider_override", "redaction_context"]
 

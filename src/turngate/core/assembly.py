@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,9 +26,9 @@ from turngate.core.client_context import ClientMessage
 from turngate.core.events import Event, EventKind
 from turngate.core.external import EXTERNAL_PREAMBLE, ExternalItem, external_message
 from turngate.core.manifest import ExclusionEntry, InclusionEntry, ItemType
+from turngate.core.messages import ChatMessage
 from turngate.core.policy import intent_message
 from turngate.core.refs import Resolution
-from turngate.providers.base import ChatMessage
 
 COMPILER_VERSION = "turngate.assembly.1"
 DEFAULT_BUDGET_TOKENS = 100_000
@@ -159,7 +159,7 @@ def assemble(
                 )
             )
             continue
-        role = "user" if event.kind == EventKind.INTENT else "assistant"
+        role: Literal["user", "assistant"] = "user" if event.kind == EventKind.INTENT else "assistant"
         pointer = offloaded_text_pointer(event)
         items.append(
             _Item(

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from turngate.core.decision import DecisionOutcome
     from turngate.core.events import Event
     from turngate.core.external import ExternalContext
-    from turngate.core.prompts import SystemPrompt
+    from turngate.core.system_prompt import SystemPrompt
 
 MANIFEST_SCHEMA_VERSION = "turngate.manifest.1"
 

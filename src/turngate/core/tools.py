@@ -4,8 +4,10 @@ A prompt profile names tools (:class:`ToolSpec`, configured as data). A tool is 
 model only once the declared context holds at least ``min_exchanges`` completed user/assistant
 exchanges, so the model cannot end a phase prematurely. Calls the model makes are *admitted* only
 when the tool was offered for this turn and the arguments satisfy its parameter schema; a
-signal tool maps its ``signal`` argument to a transition name (``on_success``, ...), which the
-caller resolves against the application's own state machine (:func:`next_phase`).
+signal tool maps its ``signal`` argument to a transition name (``on_success``, ...), which is
+resolved against the application's own state machine: a mapping of transition name -> next phase
+that the intent carries in its ``inputs``, at the path the tool spec names
+(``transition_targets``; :func:`next_phase_for`).
 
 Pure: no I/O, no clock. The parameter schema check implements the JSON Schema subset listed in
 :func:`schema_errors` (other keywords are ignored), so no schema library is needed.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -25,13 +27,20 @@ from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES
 from turngate.core.policy import intent_message
 from turngate.core.refs import Resolution
 
-REASON_NOT_OFFERED = "tool.not_offered"
-REASON_INVALID_ARGUMENTS = "tool.invalid_arguments"
-REASON_ARGUMENTS_TOO_LARGE = "tool.arguments_too_large"
+REASON_NOT_OFFERED: Final = "tool.not_offered"
+REASON_INVALID_ARGUMENTS: Final = "tool.invalid_arguments"
+REASON_ARGUMENTS_TOO_LARGE: Final = "tool.arguments_too_large"
 
 ToolSpecName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 SignalName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 TransitionName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
+#: A dotted path of keys into the intent's ``inputs`` (``task.ai_transitions``).
+InputsPath = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}(?:\.[A-Za-z_][A-Za-z0-9_-]{0,63}){0,7}$")
+]
+#: Where transition targets are read when a tool spec does not say (packs written before the key
+#: existed read there); a pack states its own path with ``transition_targets``.
+DEFAULT_TRANSITION_TARGETS = "task.ai_transitions"
 ToolRejectReason = Literal["tool.not_offered", "tool.invalid_arguments", "tool.arguments_too_large"]
 
 _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -50,6 +59,8 @@ class ToolSpec(_Frozen):
     min_exchanges: int = Field(0, ge=0)
     signal_argument: str = "signal"
     signals: dict[SignalName, TransitionName] = Field(default_factory=dict)
+    #: Where in the intent's ``inputs`` the application's transition -> next phase mapping is.
+    transition_targets: InputsPath = DEFAULT_TRANSITION_TARGETS
 
     @model_validator(mode="after")
     def _consistent(self) -> ToolSpec:
@@ -70,6 +81,12 @@ class ToolSpec(_Frozen):
                     f"differs from the configured signals ({sorted(self.signals)})"
                 )
         return self
+
+    def digest_body(self) -> dict[str, Any]:
+        """What :func:`tools_digest` covers: the spec, ``transition_targets`` only when not the
+        default (specs without it keep their earlier digest)."""
+        exclude = {"transition_targets"} if self.transition_targets == DEFAULT_TRANSITION_TARGETS else set()
+        return self.model_dump(mode="json", exclude=exclude)
 
     def definition(self) -> dict[str, Any]:
         """The provider-neutral tool definition: name, description, JSON-schema parameters."""
@@ -105,7 +122,7 @@ def offered_tools(profile_tools: Sequence[ToolSpec], exchange_count: int) -> lis
 
 def tools_digest(tools: Sequence[ToolSpec]) -> str:
     """``sha256:<hex>`` of the offered tool definitions (recorded with the prompt)."""
-    return digest([spec.model_dump(mode="json") for spec in tools])
+    return digest([spec.digest_body() for spec in tools])
 
 
 def exchange_count(resolution: Resolution) -> int:
@@ -257,7 +274,7 @@ def admit_tool_calls(
                 )
             )
             continue
-        problems = [error] if error is not None or call is None else []
+        problems: Sequence[str | None] = [error] if error is not None or call is None else []
         if call is not None and not problems:
             problems = schema_errors(call.arguments, spec.parameters)
             if not problems and spec.signals:
@@ -309,8 +326,22 @@ def first_transition(admission: ToolAdmission, offered: Sequence[ToolSpec]) -> t
     return None
 
 
+def next_phase_for(
+    call: ToolCall, transition: str, offered: Sequence[ToolSpec], inputs: Mapping[str, Any]
+) -> str | None:
+    """The next phase for an admitted call's transition: looked up in the mapping found in
+    ``inputs`` at the called tool's ``transition_targets`` path; None when any part is missing."""
+    spec = next((spec for spec in offered if spec.name == call.name), None)
+    if spec is None:
+        return None
+    found: Any = inputs
+    for key in spec.transition_targets.split("."):
+        found = found.get(key) if isinstance(found, Mapping) else None
+    return next_phase(transition, found)
+
+
 def next_phase(transition: str, transitions: Mapping[str, Any] | None) -> str | None:
-    """The application's target for ``transition`` (e.g. ``inputs.task.ai_transitions``), or None.
+    """The application's target for ``transition`` in its transitions mapping, or None.
 
     The application's own state machine stays the source of truth: turngate maps a signal to a
     transition name, the caller's declared transitions map the name to a phase.

@@ -1,6 +1,9 @@
-"""Prompt packs on disk: the loader that reads them (the one file-reading part of prompts).
+"""Prompt packs on disk: reading a pack (``loader``), loading its layer builders
+(``pack_builders``) and its token estimator (``token_estimators``), pinning snapshots (``pins``).
 
-The models and everything deterministic live in :mod:`turngate.core.prompts`.
+This is the I/O side of prompt assembly, run at worker start or in activities. The models and
+everything deterministic live in :mod:`turngate.core.prompt_layers` and
+:mod:`turngate.core.layer_builders`.
 """
 
 from turngate.prompts.loader import (

@@ -2,15 +2,17 @@
 
 Layout (``pack_dir`` is the ``prompts/`` directory, e.g. ``TURNGATE_PROMPTS_DIR``)::
 
-    profiles.json                  profiles, selection rules, tools, output safety rules
+    profiles.json                  profiles, selection rules, builders, tools, output safety rules
+    *.py                           the pack's own layer builders (named in profiles.json)
     default/{layer}.md             the default text of each file layer
     tasks/{task_id}/{layer}.md     a task's own text for a layer (wins over the default)
-    tasks/{task_id}/{provider}.md  provider-specific task override (seed layer 4)
+    tasks/{task_id}/{provider}.md  provider-specific task override
 
 Each file layer resolves task file -> default file -> skipped (with the reason); the provider
-override is the task's ``{provider}.md`` or skipped. This is the only module of the prompt
-system that touches files: call it from an activity (or at start-up), never from workflow code,
-and pin what it returns with :func:`turngate.core.prompts.snapshot_from_sources`.
+override is the task's ``{provider}.md`` or skipped. This module reads the pack's files: call it
+from an activity (or at start-up), never from workflow code, and pin what it returns with
+:func:`turngate.core.prompt_layers.snapshot_from_sources`. :func:`load_prompt_config` also loads
+the pack's own layer builders (:mod:`turngate.prompts.pack_builders`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from turngate.core.prompts import (
+from turngate.core.prompt_layers import (
     PROVIDER_OVERRIDE_LAYER,
     SLUG_PATTERN,
     LayerOrigin,
@@ -32,6 +34,8 @@ from turngate.core.prompts import (
     skipped_layer,
     snapshot_from_sources,
 )
+from turngate.prompts.pack_builders import load_pack_builders
+from turngate.prompts.pack_files import read_pack_file
 
 __all__ = [
     "DEFAULT_MAX_LAYER_BYTES",
@@ -69,23 +73,9 @@ def _pack_root(pack_dir: Path) -> Path:
 
 def _read_text(root: Path, relative: str, max_bytes: int) -> str | None:
     """The UTF-8 text of ``root/relative``, or None when there is no such file."""
-    path = root / relative
-    if not path.exists() and not path.is_symlink():
+    data = read_pack_file(root, relative, max_bytes)
+    if data is None:
         return None
-    resolved = path.resolve()
-    if not resolved.is_relative_to(root):
-        raise PromptPackError("prompts.path_escape", f"{relative} points outside the prompt pack")
-    if not resolved.is_file():
-        raise PromptPackError("prompts.unreadable", f"{relative} exists but is not a regular file")
-    try:
-        size = resolved.stat().st_size
-        if size > max_bytes:
-            raise PromptPackError(
-                "prompts.too_large", f"{relative} is {size} bytes; the limit is {max_bytes}"
-            )
-        data = resolved.read_bytes()
-    except OSError as exc:
-        raise PromptPackError("prompts.unreadable", f"{relative}: {exc.strerror or exc}") from exc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -153,12 +143,18 @@ def load_pack_layers(
 
 
 def load_prompt_config(pack_dir: Path) -> PromptConfig:
-    """Read and validate ``profiles.json`` (``prompts.invalid_config`` / ``prompts.unreadable``)."""
+    """Read and validate ``profiles.json`` and load the builders it names (at start-up).
+
+    Raises :class:`PromptPackError`: ``prompts.invalid_config``, ``prompts.unreadable``, and the
+    builder loading errors of :func:`turngate.prompts.pack_builders.load_pack_builders`.
+    """
     root = _pack_root(pack_dir)
     text = _read_text(root, PROFILES_FILE, MAX_PROFILES_BYTES)
     if text is None:
         raise PromptPackError("prompts.invalid_config", f"{root / PROFILES_FILE} does not exist")
-    return parse_prompt_config(text)
+    config = parse_prompt_config(text)
+    load_pack_builders(config, root)
+    return config
 
 
 def load_snapshot(

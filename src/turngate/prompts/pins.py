@@ -16,13 +16,8 @@ from pathlib import Path
 
 from turngate.artifacts import ArtifactStore
 from turngate.core.events import Event, EventKind
-from turngate.core.prompts import (
-    PromptConfig,
-    PromptContext,
-    snapshot_bytes,
-    snapshot_from_bytes,
-    task_id_from_inputs,
-)
+from turngate.core.prompt_layers import PromptConfig, snapshot_bytes, snapshot_from_bytes, task_id_from_inputs
+from turngate.core.system_prompt import PromptContext
 from turngate.ledger import LedgerStore
 from turngate.prompts.loader import load_snapshot
 
@@ -57,8 +52,10 @@ class PromptPins:
     def _pinned(self, thread_id: str, task_id: str | None, provider: str) -> PromptContext | None:
         first = self._first_decision_with_prompt(thread_id)
         prompt = (first.payload.get("prompt") if first else None) or {}
-        if not prompt or prompt.get("task_id") != task_id or prompt.get("provider") != provider:
-            return None  # no pin yet, or this turn uses another task/provider: a fresh snapshot
+        if first is None or not prompt:
+            return None  # no pin yet
+        if prompt.get("task_id") != task_id or prompt.get("provider") != provider:
+            return None  # this turn uses another task/provider: a fresh snapshot
         pointer = prompt["snapshot_artifact"]
         data = self._artifacts.get(pointer["artifact_id"])
         snapshot = snapshot_from_bytes(data, expected_digest=prompt["snapshot_digest"])

@@ -14,15 +14,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from turngate.core.messages import ChatMessage
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    role: Literal["system", "user", "assistant"]
-    content: str
+__all__ = [
+    "ChatMessage",
+    "Provider",
+    "ProviderError",
+    "ProviderRequest",
+    "ResponseIdOnce",
+    "StreamChunk",
+    "ToolCallChunk",
+    "ToolDefinition",
+    "Usage",
+]
 
 
 def _empty_object_schema() -> dict[str, Any]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 from turngate.core.context import context_config_digest, load_context_config
-from turngate.core.estimators import resolve_estimator
 from turngate.core.policy import load_policy
 from turngate.prompts.loader import load_prompt_config
+from turngate.prompts.token_estimators import resolve_estimator
 from turngate.providers.registry import provider_catalog
 from turngate.settings import Settings
 from turngate.workflows.shared import Boundary

@@ -23,7 +23,7 @@ from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
 from turngate.artifacts import open_artifact_store
 from turngate.core.policy import load_policy
-from turngate.core.prompts import parse_prompt_config
+from turngate.core.prompt_layers import parse_prompt_config
 from turngate.jobs.cases.registry import CaseRegistry
 from turngate.jobs.domain.queues import job_concurrency, job_queues
 from turngate.jobs.workers import job_workers

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turngate.core.prompts import PromptError
+from turngate.core.prompt_layers import PromptError
 
 #: The pinned snapshot does not fit the worker's profiles.json (edited since the thread began:
 #: a profile now uses a file layer the snapshot was not taken for).

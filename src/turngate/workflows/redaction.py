@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turngate.core.prompts import PromptConfig
+from turngate.core.prompt_layers import PromptConfig
 
 #: Where ``TurnWorkflow._execute`` parks the activity's verdict until :func:`apply_checked_safety`.
 CHECKED_SAFETY_KEY = "_checked_safety"

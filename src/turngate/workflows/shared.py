@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import SearchAttributeKey
 
 from turngate.core.events import Event, EventDraft, IntentEnvelope
-from turngate.core.prompts import PromptContext
+from turngate.core.system_prompt import PromptContext
 
 # Search attributes that make turns findable in the Temporal UI (registered by the worker).
 SA_THREAD_ID = SearchAttributeKey.for_keyword("TurngateThreadId")

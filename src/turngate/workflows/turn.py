@@ -28,24 +28,26 @@ with workflow.unsafe.imports_passed_through():
     )
     from turngate.core.context import ContextConfig
     from turngate.core.decision import DecisionOutcome, decide
-    from turngate.core.estimators import get_estimator
     from turngate.core.events import Event, EventDraft, EventKind, IntentEnvelope
     from turngate.core.external import ExternalContext, ExternalError
     from turngate.core.manifest import build_denied_manifest, build_manifest
     from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
     from turngate.core.policy import load_policy
-    from turngate.core.prompts import PromptConfig, SystemPrompt, build_system_prompt, parse_prompt_config
+    from turngate.core.prompt_layers import PromptConfig, parse_prompt_config
     from turngate.core.refs import RefResolutionError, external_refs_of, ref_lookup_ids
     from turngate.core.safety import check_output
     from turngate.core.shadow import with_shadows
+    from turngate.core.system_prompt import SystemPrompt, build_system_prompt
     from turngate.core.tools import (
         ToolSpec,
         admit_tool_calls,
         exchange_count,
         first_transition,
-        next_phase,
+        next_phase_for,
         offered_tools,
     )
+    from turngate.prompts.pack_builders import pack_builders
+    from turngate.prompts.token_estimators import loaded_estimator
     from turngate.workflows.context_scope import spec_version, with_external
     from turngate.workflows.fault_snapshots import decision_snapshots, execution_snapshots
     from turngate.workflows.prompt_guard import prompt_failure
@@ -153,8 +155,7 @@ class TurnWorkflow:
         offered: list[ToolSpec] = []
         if outcome.allowed and outcome.resolution is not None:
             budget = boundary.budget_tokens if system is None or system.trim_history else 10**12
-            with workflow.unsafe.imports_passed_through():
-                estimator = get_estimator(boundary.token_estimator)  # loaded once per process
+            estimator = loaded_estimator(boundary.token_estimator)  # resolved at worker start
             if prompts is not None and system is not None:
                 offered = offered_tools(
                     prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
@@ -289,6 +290,7 @@ class TurnWorkflow:
             begin.prompt.snapshot,
             prompts.profile_for(intent.intent_type, inputs),
             inputs,
+            builders=pack_builders(prompts),  # loaded at worker start: a lookup here
             redaction_reason=begin.prompt.redaction_reason,
         )
 
@@ -561,7 +563,8 @@ def _execution_system_error(payload: dict[str, Any], error: dict[str, Any]) -> d
 
 def _admit_tool_calls(payload: dict[str, Any], offered: list[ToolSpec], inputs: dict[str, Any]) -> None:
     """Only calls to tools offered this turn, with valid arguments, are recorded as admitted (and
-    so forwarded); a transition signal maps to the application's configured next phase."""
+    so forwarded); a transition signal maps to the next phase the intent's inputs configure, at
+    the path the tool spec names."""
     calls = payload.pop("tool_calls", None)
     if not calls:
         return
@@ -571,10 +574,9 @@ def _admit_tool_calls(payload: dict[str, Any], offered: list[ToolSpec], inputs: 
         payload["tool_calls_rejected"] = [call.model_dump(mode="json") for call in admission.rejected]
     hit = first_transition(admission, offered)
     if hit is not None:
-        _, transition = hit
-        task = inputs.get("task") if isinstance(inputs.get("task"), dict) else {}
+        call, transition = hit
         payload["phase_transition"] = transition
-        payload["next_phase"] = next_phase(transition, task.get("ai_transitions"))
+        payload["next_phase"] = next_phase_for(call, transition, offered, inputs)
 
 
 def _apply_output_safety(payload: dict[str, Any], prompts: PromptConfig) -> dict[str, str]:
