@@ -30,10 +30,9 @@ from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, is_content_addressed
 from turngate.artifacts.restricted import is_restricted_artifact
-from turngate.audit.verify import parse_pointer
 from turngate.core.events import Event
 from turngate.core.manifest import ArtifactPointer
-from turngate.core.pointers import server_pointers
+from turngate.core.pointers import parse_pointer, server_pointers
 from turngate.core.shadow import shadow_agreements
 from turngate.ledger import thread_list
 from turngate.ledger.schema import events, index_column

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from turngate.audit.replay import replay_turn
-from turngate.audit.verify import AuditKind, Finding
+from turngate.audit.verification.findings import AuditKind, Finding
 from turngate.core.context import ContextConfig
 from turngate.core.events import Event, EventKind
 from turngate.ledger import LedgerStore

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,7 @@ from turngate.ledger.listen import (
     PollingChangeListener,
     PostgresChangeListener,
 )
+from turngate.ledger.ref_candidates import choose_ref_candidates, turn_elsewhere_statement
 from turngate.ledger.schema import EVENT_COLUMNS, events, index_column, ledger_counts
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -301,6 +303,24 @@ def _chunks(values: Sequence[Any], size: int = IN_CHUNK) -> Iterator[Sequence[An
         yield values[start : start + size]
 
 
+@dataclass(frozen=True, slots=True)
+class _RowKeys:
+    """A fetched row and the columns the candidate rules look at."""
+
+    index: int
+    thread_id: str
+    correlation_id: str
+    turn_id: str
+    digest: str
+    row: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> _RowKeys:
+        return cls(
+            int(row["index"]), row["thread_id"], row["correlation_id"], row["turn_id"], row["digest"], row
+        )
+
+
 def _tenant_filter(tenant_id: str | None) -> list[ColumnElement[bool]]:
     """Only ``tenant_id``'s events; no condition when None (an unscoped caller)."""
     return [] if tenant_id is None else [events.c.tenant_id == tenant_id]
@@ -535,7 +555,8 @@ class LedgerStore:
         Returns every event of ``thread_id`` whose correlation_id, turn_id or digest equals one
         of ``ref_ids``; plus, for each ref id with no match in the thread, at most one matching
         event of another thread (the lowest index), so the resolver can report
-        ``CROSS_THREAD_REF`` instead of ``REF_NOT_FOUND``. Ordered by index, no duplicates.
+        ``CROSS_THREAD_REF`` instead of ``REF_NOT_FOUND``. Ordered by index, no duplicates. (The
+        rules: :func:`turngate.ledger.ref_candidates.choose_ref_candidates`, which verify uses too.)
 
         Cost: index lookups proportional to the number of refs (unique (correlation_id, kind)
         bounds the correlation matches per ref), never a scan of the thread or of the log.
@@ -558,38 +579,16 @@ class LedgerStore:
                 ).mappings():
                     found[int(row["index"])] = row
 
-            in_thread = {i: row for i, row in found.items() if row["thread_id"] == thread_id}
-            matched = {
-                row[column]
-                for row in in_thread.values()
-                for column in ("correlation_id", "turn_id", "digest")
-            }
-            result = dict(in_thread)
-            for ref in refs:
-                if ref in matched:
-                    continue
-                elsewhere = sorted(
-                    i
-                    for i, row in found.items()
-                    if row["thread_id"] != thread_id and ref in (row["correlation_id"], row["digest"])
-                )
-                turn_row = (
-                    conn.execute(
-                        select(events)
-                        .where(events.c.turn_id == ref, events.c.thread_id != thread_id, *tenant)
-                        .order_by(index_column)
-                        .limit(1)
-                    )
-                    .mappings()
-                    .first()
-                )
-                candidates = [(i, found[i]) for i in elsewhere[:1]]
-                if turn_row is not None:
-                    candidates.append((int(turn_row["index"]), turn_row))
-                if candidates:
-                    index, row = min(candidates, key=lambda pair: pair[0])
-                    result[index] = row
-        return [event_from_row(result[i]) for i in sorted(result)]
+            statement = turn_elsewhere_statement(in_tenant=tenant_id is not None, before=False)
+
+            def turn_elsewhere(ref: str) -> _RowKeys | None:
+                params = {"ref": ref, "thread": thread_id, "tenant": tenant_id}
+                row = conn.execute(statement, params).mappings().first()
+                return None if row is None else _RowKeys.of(row)
+
+            keys = [_RowKeys.of(row) for row in found.values()]
+            chosen = choose_ref_candidates(thread_id, refs, keys, turn_elsewhere)
+        return [event_from_row(key.row) for key in chosen]
 
     # ----------------------------------------------------------------- ranges
 
