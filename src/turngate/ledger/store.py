@@ -51,7 +51,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, event_digest_scope, seal
-from turngate.ledger import summary
+from turngate.ledger import summary, thread_list
 from turngate.ledger.errors import LedgerConflictError, LedgerError, LedgerUnavailableError
 from turngate.ledger.listen import (
     DEFAULT_POLL_INTERVAL_S,
@@ -62,6 +62,8 @@ from turngate.ledger.listen import (
 )
 from turngate.ledger.ref_candidates import choose_ref_candidates, turn_elsewhere_statement
 from turngate.ledger.schema import EVENT_COLUMNS, events, index_column, ledger_counts
+from turngate.ledger.thread_list import ThreadFilter, ThreadPage
+from turngate.ledger.turn_page import TurnPage, read_turn_page
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
@@ -589,6 +591,32 @@ class LedgerStore:
             keys = [_RowKeys.of(row) for row in found.values()]
             chosen = choose_ref_candidates(thread_id, refs, keys, turn_elsewhere)
         return [event_from_row(key.row) for key in chosen]
+
+    # ----------------------------------------------------------------- reads for the UI and audit
+
+    def turn_page(self, thread_id: str, *, tenant_id: str | None, offset: int, limit: int) -> TurnPage:
+        """One page of ``thread_id``'s turns, by INTENT order, with the thread's counts and the
+        ledger head, from one snapshot (see :mod:`turngate.ledger.turn_page`). ``limit`` is
+        capped at ``MAX_PAGE``."""
+        with self._read("turn_page") as conn:
+            return read_turn_page(
+                conn,
+                thread_id,
+                tenant=_tenant_filter(tenant_id),
+                offset=max(0, int(offset)),
+                limit=_cap(limit),
+                to_event=event_from_row,
+            )
+
+    def thread_page(
+        self, wanted: ThreadFilter, *, limit: int, offset: int = 0, before: int | None = None
+    ) -> tuple[ThreadPage, int | None]:
+        """(a page of the thread list, the ledger's last index) from one snapshot (see
+        :mod:`turngate.ledger.thread_list`)."""
+        with self._read("thread_page") as conn:
+            page = thread_list.list_threads(conn, wanted, limit=limit, offset=offset, before=before)
+            head = conn.execute(select(func.max(index_column))).scalar_one()
+        return page, None if head is None else int(head)
 
     # ----------------------------------------------------------------- ranges
 
