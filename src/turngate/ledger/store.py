@@ -618,6 +618,27 @@ class LedgerStore:
             head = conn.execute(select(func.max(index_column))).scalar_one()
         return page, None if head is None else int(head)
 
+    def of_kind(
+        self,
+        kind: str,
+        *,
+        after_index: int = -1,
+        until_index: int | None = None,
+        thread_id: str | None = None,
+        limit: int = 500,
+    ) -> list[Event]:
+        """Events of ``kind`` with an index above ``after_index`` (and at most ``until_index``),
+        of one thread when given, ascending, at most ``limit``. The index range is walked in
+        order and only the matching rows become events."""
+        conditions = [events.c.kind == str(kind), index_column > after_index]
+        if until_index is not None:
+            conditions.append(index_column <= until_index)
+        if thread_id is not None:
+            conditions.append(events.c.thread_id == thread_id)
+        return self._select(
+            select(events).where(*conditions).order_by(index_column).limit(_cap(limit)), "of_kind"
+        )
+
     # ----------------------------------------------------------------- ranges
 
     def snapshot(
