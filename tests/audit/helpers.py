@@ -16,7 +16,7 @@ from turngate.artifacts.store import ArtifactStore
 from turngate.core.canonical import canonical_bytes
 from turngate.core.context import ContextConfig, load_context_config
 from turngate.ledger import LedgerStore
-from turngate.ledger.verify import recompute_digest
+from turngate.ledger.chain_check import recompute_digest
 from turngate.settings import Settings, load_settings
 
 

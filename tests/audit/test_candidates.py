@@ -10,7 +10,7 @@ import pytest
 
 from tests.audit.helpers import config
 from turngate.audit import verify_all
-from turngate.audit.verify import declared_ref_ids, ledger_candidates, read_candidates
+from turngate.audit.verification.candidates import declared_ref_ids, ledger_candidates, read_candidates
 from turngate.core.decision import decide
 from turngate.core.events import Event, EventDraft, EventKind, parse_intent
 from turngate.core.policy import load_policy

@@ -89,10 +89,9 @@ def test_progress_lines_go_to_stderr() -> None:
 
 
 def test_workers_and_cache_events_reach_verify(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
-    import turngate.audit.verify as audit_verify
+    from turngate.audit.verification import verify_all as real
 
     seen: dict[str, object] = {}
-    real = audit_verify.verify_all
 
     def spy(*args: object, **kw: object) -> object:
         seen.update(workers=kw.get("workers"), cache_events=kw.get("cache_events"))
@@ -105,7 +104,7 @@ def test_workers_and_cache_events_reach_verify(ledger: Ledger, monkeypatch: pyte
 
 
 def test_the_cli_flags_are_checked_and_documented(capsys: pytest.CaptureFixture[str]) -> None:
-    from turngate.audit.verify import MAX_CACHE_EVENTS, RECENT_EVENTS
+    from turngate.audit.verification.event_cache import MAX_CACHE_EVENTS, RECENT_EVENTS
     from turngate.cli import build_parser
 
     parser = build_parser()

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import turngate.audit.verify as audit_verify
+import turngate.audit.forked_ranges as forked_ranges
+import turngate.audit.verification.event_cache as event_cache
+import turngate.audit.verification.event_checks as event_checks
+import turngate.audit.verification.run as verify_run
 from tests.audit.helpers import Ledger, config, kinds, make_ledger
 from turngate.artifacts import LocalArtifactStore
 from turngate.audit import AuditKind, verify_all
@@ -27,9 +30,9 @@ def processes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Every test twice: verified in this process, and split into three index ranges verified
     in forked processes (the report must be the same)."""
     if request.param == "three processes":
-        monkeypatch.setattr(audit_verify, "PARALLEL_MIN_EVENTS", 0)
-        monkeypatch.setattr(audit_verify, "usable_cores", lambda: 3)
-        monkeypatch.setattr(audit_verify, "can_fork", lambda: True)
+        monkeypatch.setattr(verify_run, "PARALLEL_MIN_EVENTS", 0)
+        monkeypatch.setattr(forked_ranges, "usable_cores", lambda: 3)
+        monkeypatch.setattr(forked_ranges, "can_fork", lambda: True)
     return request.param
 
 
@@ -70,9 +73,10 @@ def test_every_event_is_streamed_in_one_pass(ledger: Ledger) -> None:
 
 
 def test_caches_that_overflow_fall_back_to_the_ledger(ledger: Ledger, monkeypatch) -> None:
-    monkeypatch.setattr(audit_verify, "PENDING_INTENTS", 2)
-    monkeypatch.setattr(audit_verify, "CHECKED_ARTIFACTS", 1)
-    monkeypatch.setattr(audit_verify, "RECENT_EVENTS", 3)
+    monkeypatch.setattr(event_checks, "PENDING_INTENTS", 2)
+    monkeypatch.setattr(event_checks, "CHECKED_ARTIFACTS", 1)
+    monkeypatch.setattr(event_checks, "RECENT_EVENTS", 3)
+    monkeypatch.setattr(event_cache, "RECENT_EVENTS", 3)
     report = verify(ledger, batch_size=5)
     assert report.ok, report.failures
     assert report.checked_decisions == TURNS

@@ -19,14 +19,12 @@ from hypothesis import strategies as st
 
 from tests.audit.helpers import config, make_ledger
 from turngate.artifacts import LocalArtifactStore
-from turngate.audit.verify import (
-    check_artifact,
-    parse_pointer,
-    read_candidates,
-)
+from turngate.audit.verification.artifact_checks import check_artifact
+from turngate.audit.verification.candidates import read_candidates
 from turngate.core import canonical
 from turngate.core.canonical import CanonicalizationError, canonical_bytes, digest
 from turngate.core.context import ContextConfig, build_context, context_config_digest, load_context_config
+from turngate.core.pointers import parse_pointer
 
 _SAFE_INT = 2**53 - 1
 _SORT_SAFE_BELOW = "\ue000"

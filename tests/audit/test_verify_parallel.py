@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
-import turngate.audit.verify as audit_verify
+import turngate.audit.forked_ranges as forked_ranges
+import turngate.audit.verification.event_cache as event_cache
+import turngate.audit.verification.event_checks as event_checks
 from tests.audit.helpers import Ledger, config, make_ledger
 from turngate.audit import AuditReport, verify_all
-from turngate.audit.verify_parallel import RangeBoard
+from turngate.audit.forked_ranges import RangeBoard
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Ledger:
 
 @pytest.fixture
 def forking(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(audit_verify, "can_fork", lambda: True)
+    monkeypatch.setattr(forked_ranges, "can_fork", lambda: True)
 
 
 def _same(report: AuditReport) -> dict[str, Any]:
@@ -90,15 +92,15 @@ def test_a_failed_child_is_verified_here(
     def crash(*_args: Any) -> None:
         raise RuntimeError("the child died")
 
-    monkeypatch.setattr(audit_verify, "_forked_part", crash)
+    monkeypatch.setattr(forked_ranges, "child_ranges", crash)
     one, many = _both(ledger, 3)
     assert _same(one) == _same(many)
     assert [f.index for f in many.failures][:1] == [100]
 
 
 def test_one_process_where_forking_is_unsafe(pristine: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(audit_verify, "can_fork", lambda: False)
-    monkeypatch.setattr(audit_verify, "run_forked", None)  # would raise if called
+    monkeypatch.setattr(forked_ranges, "can_fork", lambda: False)
+    monkeypatch.setattr(forked_ranges, "run_forked", None)  # would raise if called
     report = verify_all(pristine.store, artifacts=pristine.artifacts(), context_config=config(), workers=4)
     assert report.ok
 
@@ -131,7 +133,7 @@ def slow_children(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int | None
     """Children that start late (so this process takes from their ranges), and a record of
     every range this process took."""
     taken: list[tuple[int, int | None, int]] = []
-    late = audit_verify._forked_part
+    late = forked_ranges.child_ranges
     steal = RangeBoard.steal
 
     def start_late(*args: Any) -> Any:
@@ -144,7 +146,7 @@ def slow_children(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int | None
             taken.append(got)
         return got
 
-    monkeypatch.setattr(audit_verify, "_forked_part", start_late)
+    monkeypatch.setattr(forked_ranges, "child_ranges", start_late)
     monkeypatch.setattr(RangeBoard, "steal", recorded)
     return taken
 
@@ -198,7 +200,7 @@ def test_a_small_cache_reports_the_same(tmp_path: Path, pristine: Ledger, tamper
 
 
 def test_the_cache_grows_while_refs_reach_past_it() -> None:
-    cache = audit_verify._EventCache(4, grow_to=16)
+    cache = event_cache.EventCache(4, grow_to=16)
     cache._grow_for(3)
     assert cache.limit == 4  # it holds that far back
     cache._grow_for(20)
@@ -217,7 +219,7 @@ def test_a_growing_cache_reports_the_same(
     kw: dict[str, Any] = {"artifacts": ledger.artifacts(), "context_config": config(), "workers": 1}
     roomy = verify_all(ledger.store, **kw)
     grown: list[int] = []
-    grow = audit_verify._EventCache._grow_for
+    grow = event_cache.EventCache._grow_for
 
     def recorded(self: Any, reach: int) -> None:
         before = self.limit
@@ -225,8 +227,8 @@ def test_a_growing_cache_reports_the_same(
         if self.limit != before:
             grown.append(self.limit)
 
-    monkeypatch.setattr(audit_verify, "RECENT_EVENTS", 4)
-    monkeypatch.setattr(audit_verify._EventCache, "_grow_for", recorded)
+    monkeypatch.setattr(event_checks, "RECENT_EVENTS", 4)
+    monkeypatch.setattr(event_cache.EventCache, "_grow_for", recorded)
     small = verify_all(ledger.store, cache_events=64, batch_size=5, **kw)
     assert grown and max(grown) <= 64
     assert _same(small) == _same(roomy) and not small.ok

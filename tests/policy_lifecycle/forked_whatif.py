@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.verify import build_ledger
 
-from turngate.audit.verify_parallel import can_fork
+from turngate.audit.forked_ranges import can_fork
 from turngate.core.context import load_context_config
 from turngate.core.policy import load_policy
 from turngate.ledger import LedgerStore

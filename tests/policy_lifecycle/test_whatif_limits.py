@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import turngate.audit.forked_ranges as forked_ranges
 import turngate.policy_lifecycle.whatif as whatif
 from tests.policy_lifecycle.conftest import REPO
 from turngate.core.policy import load_policy
@@ -30,8 +31,8 @@ def store(tmp_path):
     ],
 )
 def test_processes_start_at_the_parallel_threshold(store, monkeypatch, in_scope, processes) -> None:
-    monkeypatch.setattr(whatif, "usable_cores", lambda: 2)
-    monkeypatch.setattr(whatif, "can_fork", lambda: True)
+    monkeypatch.setattr(forked_ranges, "usable_cores", lambda: 2)
+    monkeypatch.setattr(forked_ranges, "can_fork", lambda: True)
     assert whatif._process_count(store, in_scope, None) == processes
     assert whatif._process_count(store, in_scope, 1) == 1
     assert whatif._process_count(store, 3, 8) == 3  # never more processes than DECISIONs

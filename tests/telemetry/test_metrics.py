@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from turngate.audit.verify import AuditKind, Finding
+from turngate.audit.verification import AuditKind, Finding
 from turngate.telemetry import (
     TurngateMetrics,
     metrics_router,

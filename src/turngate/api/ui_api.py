@@ -6,9 +6,9 @@ summaries (INTENT -> DECISION -> EXECUTION joined by correlation id), one turn w
 and the artifacts (manifests, prompt snapshots, fault snapshots) that a turn's events point to.
 
 Tenant isolation: when the auth layer has set ``request.state.tenant_id`` every answer is limited
-to that tenant's events (``None`` means no filter: unauthenticated dev mode). An event's tenant
-is read by :func:`event_tenant`; an event whose tenant cannot be determined is never shown to a
-tenant-scoped caller (fail closed).
+to that tenant's events (``None`` means no filter: unauthenticated dev mode); the store filters
+on the events' ``tenant_id`` column. Every ledger read goes through
+:class:`~turngate.ledger.LedgerStore`.
 """
 
 from __future__ import annotations
@@ -16,28 +16,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import ColumnElement, case, func, select
 
 from turngate import __version__
 from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, is_content_addressed
 from turngate.artifacts.restricted import is_restricted_artifact
-from turngate.audit.verify import parse_pointer
 from turngate.core.events import Event
 from turngate.core.manifest import ArtifactPointer
-from turngate.core.pointers import server_pointers
+from turngate.core.pointers import parse_pointer, server_pointers
 from turngate.core.shadow import shadow_agreements
-from turngate.ledger import thread_list
-from turngate.ledger.schema import events, index_column
-from turngate.ledger.store import event_from_row
 from turngate.ledger.thread_list import ThreadFilter
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLE_ADMIN
@@ -58,8 +53,6 @@ NO_NUL = r"^[^\x00]*$"
 #: Artifacts larger than this are not served to the browser.
 ARTIFACT_MAX_BYTES = 2 * 1024 * 1024
 
-tenant_column = events.c.get("tenant_id")
-
 
 # --------------------------------------------------------------------------- tenants
 
@@ -68,38 +61,6 @@ def caller_tenant(request: Request) -> str | None:
     """The tenant the auth layer bound this request to; ``None``: no tenant filter."""
     tenant = getattr(request.state, "tenant_id", None)
     return None if tenant is None else str(tenant)
-
-
-def event_tenant(row: Mapping[str, Any], payload: Mapping[str, Any] | None) -> str | None:
-    """The tenant an event belongs to: the ``tenant_id`` column if the ledger has one, else the
-    server-written ``tenant_id`` (top level, ``principal`` or ``identity``) of its payload; ``None``
-    if unknown."""
-    if tenant_column is not None and row.get("tenant_id") is not None:
-        return str(row["tenant_id"])
-    if isinstance(payload, Mapping):
-        for holder in (payload, payload.get("principal"), payload.get("identity")):
-            if isinstance(holder, Mapping) and isinstance(holder.get("tenant_id"), str):
-                return str(holder["tenant_id"])
-    return None
-
-
-def _visible(tenant: str | None, row: Mapping[str, Any], payload: Mapping[str, Any] | None) -> bool:
-    return tenant is None or event_tenant(row, payload) == tenant
-
-
-def _tenant_conditions(tenant: str | None) -> list[ColumnElement[bool]]:
-    if tenant is not None and tenant_column is not None:
-        return [tenant_column == tenant]
-    return []
-
-
-def _rows_to_events(rows: Sequence[Mapping[str, Any]], tenant: str | None) -> list[Event]:
-    out: list[Event] = []
-    for row in rows:
-        event = event_from_row(row)
-        if _visible(tenant, row, event.payload):
-            out.append(event)
-    return out
 
 
 # --------------------------------------------------------------------------- config
@@ -140,10 +101,6 @@ def _iso(value: str | None, name: str) -> str | None:
     return format_timestamp(moment)
 
 
-def _flag(condition: ColumnElement[bool]) -> Any:
-    return func.sum(case((condition, 1), else_=0))
-
-
 def list_threads(
     state: ApiState,
     tenant: str | None,
@@ -159,9 +116,7 @@ def list_threads(
 ) -> dict[str, Any]:
     """A page of the thread summary (see :mod:`turngate.ledger.thread_list`)."""
     wanted = ThreadFilter(tenant, q=q, actor=actor, decision=decision, since=since, until=until)
-    with state.store.read_connection("ui threads") as conn:
-        page = thread_list.list_threads(conn, wanted, limit=limit, offset=offset, before=before)
-        head = conn.execute(select(func.max(index_column))).scalar_one()
+    page, head = state.store.thread_page(wanted, limit=limit, offset=offset, before=before)
     threads = [
         {
             "thread_id": row.thread_id,
@@ -188,7 +143,7 @@ def list_threads(
         "limit": limit,
         "before": before,
         "next_before": page.next_before,
-        "head_index": None if head is None else int(head),
+        "head_index": head,
         "threads": threads,
     }
 
@@ -213,12 +168,6 @@ async def threads(
     substring, an actor that took part, a decision that occurred, an activity window. Deep pages:
     pass the previous page's ``next_before`` as ``before`` (a seek, whatever the depth)."""
     tenant = caller_tenant(request)
-    if tenant is not None and tenant_column is None:
-        return error_response(
-            501,
-            "ui.tenant_filter_unavailable",
-            "this ledger has no tenant column, so threads cannot be listed per tenant",
-        )
     try:
         since_iso, until_iso = _iso(since, "since"), _iso(until, "until")
     except (ValueError, OverflowError) as exc:
@@ -373,52 +322,20 @@ def thread_turns(
     state: ApiState, tenant: str | None, thread_id: str, offset: int, limit: int
 ) -> dict[str, Any]:
     """One page of a thread's turns, by INTENT order: two indexed queries, whatever the length."""
-    base = [events.c.thread_id == thread_id, *_tenant_conditions(tenant)]
-    intents_where = [*base, events.c.kind == "INTENT"]
-    with state.store.read_connection("ui turns") as conn:
-        stats = conn.execute(
-            select(
-                func.count(),
-                _flag(events.c.kind == "INTENT"),
-                func.min(index_column),
-                func.max(index_column),
-            ).where(*base)
-        ).one()
-        intent_rows = (
-            conn.execute(
-                select(events).where(*intents_where).order_by(index_column).offset(offset).limit(limit)
-            )
-            .mappings()
-            .all()
-        )
-        ids = [row["correlation_id"] for row in intent_rows]
-        rest = (
-            conn.execute(
-                select(events)
-                .where(*base, events.c.kind != "INTENT", events.c.correlation_id.in_(ids))
-                .order_by(index_column)
-            )
-            .mappings()
-            .all()
-            if ids
-            else []
-        )
-        head = conn.execute(select(func.max(index_column))).scalar_one()
-    intents = _rows_to_events(intent_rows, tenant)
-    others = _group_turns(_rows_to_events(rest, tenant))
+    page = state.store.turn_page(thread_id, tenant_id=tenant, offset=offset, limit=limit)
+    intents, others = page.intents, _group_turns(page.others)
     turns = []
     for position, intent in enumerate(intents):
         summary = turn_summary(state, [intent, *others.get(intent.correlation_id, [])])
         summary["position"] = offset + position
         turns.append(summary)
-    event_count, turn_count, first_index, last_index = stats
     return {
         "thread_id": thread_id,
-        "total_turns": int(turn_count or 0),
-        "events": int(event_count or 0),
-        "first_index": first_index,
-        "last_index": last_index,
-        "head_index": head,
+        "total_turns": page.turns,
+        "events": page.events,
+        "first_index": page.first_index,
+        "last_index": page.last_index,
+        "head_index": page.head_index,
         "offset": offset,
         "limit": limit,
         "turns": turns,
@@ -439,14 +356,7 @@ async def turns(
 
 
 def load_turn(state: ApiState, tenant: str | None, correlation_id: str) -> list[Event]:
-    query = (
-        select(events)
-        .where(events.c.correlation_id == correlation_id, *_tenant_conditions(tenant))
-        .order_by(index_column)
-    )
-    with state.store.read_connection("ui turn") as conn:
-        rows = conn.execute(query).mappings().all()
-    return _rows_to_events(rows, tenant)
+    return state.store.by_correlation(correlation_id, tenant_id=tenant)
 
 
 @router.get("/turn", response_model=None)

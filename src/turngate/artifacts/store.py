@@ -358,6 +358,12 @@ class BaseArtifactStore(abc.ABC):
         """
         return self._read(self._resolve(ref))
 
+    def read_path(self, path: str) -> bytes:
+        """The bytes stored at ``path`` as it is written, unverified (no lookup by digest);
+        :class:`ArtifactNotFoundError` when absent. For callers that compare them with a pointer
+        themselves (``turngate verify``'s artifact check)."""
+        return self._read(path)
+
     def exists(self, ref: ArtifactPointer | str) -> bool:
         try:
             path = self._resolve(ref)

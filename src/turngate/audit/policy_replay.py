@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from turngate.audit.replay import replay_turn
-from turngate.audit.verify import AuditKind, Finding
+from turngate.audit.verification.findings import AuditKind, Finding
 from turngate.core.context import ContextConfig
 from turngate.core.events import Event, EventKind
 from turngate.ledger import LedgerStore
@@ -27,16 +27,16 @@ _PAGE = 500
 def _decisions(
     store: LedgerStore, thread_id: str | None, since: int | None, until: int | None
 ) -> Iterator[Event]:
+    """The DECISIONs in scope, in index order, a page at a time (only DECISION rows are read
+    into events)."""
     cursor = -1 if since is None else since - 1
     while True:
-        page = store.since(cursor, limit=_PAGE)
+        page = store.of_kind(
+            EventKind.DECISION, after_index=cursor, until_index=until, thread_id=thread_id, limit=_PAGE
+        )
         if not page:
             return
-        for event in page:
-            if until is not None and event.index > until:
-                return
-            if event.kind == EventKind.DECISION and thread_id in (None, event.thread_id):
-                yield event
+        yield from page
         cursor = page[-1].index
 
 

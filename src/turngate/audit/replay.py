@@ -23,19 +23,14 @@ from temporalio.converter import DataConverter
 from temporalio.worker import Replayer
 
 from turngate.artifacts.store import ArtifactError, ArtifactStore
-from turngate.audit.verify import (
-    config_map,
-    decision_problem_kind,
-    fetch_candidates,
-    ledger_candidates,
-    parse_pointer,
-    stored_config_digest,
-)
+from turngate.audit.verification.candidates import fetch_candidates, ledger_candidates
+from turngate.audit.verification.configs import config_map, stored_config_digest
+from turngate.audit.verification.findings import decision_problem_kind
 from turngate.core.context import ContextConfig
 from turngate.core.decision import decide, stored_scope, verify_decision
 from turngate.core.events import Event, EventKind, event_digest
 from turngate.core.models import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
-from turngate.core.pointers import server_pointers
+from turngate.core.pointers import parse_pointer, server_pointers
 from turngate.core.policy import LoadedPolicy, PolicyLoadError, load_policy
 from turngate.ledger import LedgerStore
 from turngate.ledger.schema import events, index_column

@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from turngate.audit.verify import AuditReport, Finding, verify_all
+from turngate.audit.verification import AuditReport, Finding, verify_all
 from turngate.settings import Settings
 
 if TYPE_CHECKING:  # replay imports the workflow module (temporalio), which `verify` does not need

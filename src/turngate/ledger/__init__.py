@@ -1,9 +1,9 @@
 """The append-only, hash-chained event ledger (SQLite by default, PostgreSQL at scale)."""
 
+from turngate.ledger.chain_check import ProblemKind, VerifyProblem, VerifyReport, verify_ledger
 from turngate.ledger.errors import LedgerConflictError, LedgerError, LedgerUnavailableError
 from turngate.ledger.listen import NOTIFY_CHANNEL, ChangeListener
 from turngate.ledger.store import MAX_PAGE, LedgerStore
-from turngate.ledger.verify import ProblemKind, VerifyProblem, VerifyReport, verify_ledger
 
 __all__ = [
     "MAX_PAGE",

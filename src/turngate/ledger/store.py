@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, event_digest_scope, seal
-from turngate.ledger import summary
+from turngate.ledger import summary, thread_list
 from turngate.ledger.errors import LedgerConflictError, LedgerError, LedgerUnavailableError
 from turngate.ledger.listen import (
     DEFAULT_POLL_INTERVAL_S,
@@ -59,7 +60,10 @@ from turngate.ledger.listen import (
     PollingChangeListener,
     PostgresChangeListener,
 )
+from turngate.ledger.ref_candidates import choose_ref_candidates, turn_elsewhere_statement
 from turngate.ledger.schema import EVENT_COLUMNS, events, index_column, ledger_counts
+from turngate.ledger.thread_list import ThreadFilter, ThreadPage
+from turngate.ledger.turn_page import TurnPage, read_turn_page
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
@@ -301,6 +305,24 @@ def _chunks(values: Sequence[Any], size: int = IN_CHUNK) -> Iterator[Sequence[An
         yield values[start : start + size]
 
 
+@dataclass(frozen=True, slots=True)
+class _RowKeys:
+    """A fetched row and the columns the candidate rules look at."""
+
+    index: int
+    thread_id: str
+    correlation_id: str
+    turn_id: str
+    digest: str
+    row: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> _RowKeys:
+        return cls(
+            int(row["index"]), row["thread_id"], row["correlation_id"], row["turn_id"], row["digest"], row
+        )
+
+
 def _tenant_filter(tenant_id: str | None) -> list[ColumnElement[bool]]:
     """Only ``tenant_id``'s events; no condition when None (an unscoped caller)."""
     return [] if tenant_id is None else [events.c.tenant_id == tenant_id]
@@ -535,7 +557,8 @@ class LedgerStore:
         Returns every event of ``thread_id`` whose correlation_id, turn_id or digest equals one
         of ``ref_ids``; plus, for each ref id with no match in the thread, at most one matching
         event of another thread (the lowest index), so the resolver can report
-        ``CROSS_THREAD_REF`` instead of ``REF_NOT_FOUND``. Ordered by index, no duplicates.
+        ``CROSS_THREAD_REF`` instead of ``REF_NOT_FOUND``. Ordered by index, no duplicates. (The
+        rules: :func:`turngate.ledger.ref_candidates.choose_ref_candidates`, which verify uses too.)
 
         Cost: index lookups proportional to the number of refs (unique (correlation_id, kind)
         bounds the correlation matches per ref), never a scan of the thread or of the log.
@@ -558,38 +581,63 @@ class LedgerStore:
                 ).mappings():
                     found[int(row["index"])] = row
 
-            in_thread = {i: row for i, row in found.items() if row["thread_id"] == thread_id}
-            matched = {
-                row[column]
-                for row in in_thread.values()
-                for column in ("correlation_id", "turn_id", "digest")
-            }
-            result = dict(in_thread)
-            for ref in refs:
-                if ref in matched:
-                    continue
-                elsewhere = sorted(
-                    i
-                    for i, row in found.items()
-                    if row["thread_id"] != thread_id and ref in (row["correlation_id"], row["digest"])
-                )
-                turn_row = (
-                    conn.execute(
-                        select(events)
-                        .where(events.c.turn_id == ref, events.c.thread_id != thread_id, *tenant)
-                        .order_by(index_column)
-                        .limit(1)
-                    )
-                    .mappings()
-                    .first()
-                )
-                candidates = [(i, found[i]) for i in elsewhere[:1]]
-                if turn_row is not None:
-                    candidates.append((int(turn_row["index"]), turn_row))
-                if candidates:
-                    index, row = min(candidates, key=lambda pair: pair[0])
-                    result[index] = row
-        return [event_from_row(result[i]) for i in sorted(result)]
+            statement = turn_elsewhere_statement(in_tenant=tenant_id is not None, before=False)
+
+            def turn_elsewhere(ref: str) -> _RowKeys | None:
+                params = {"ref": ref, "thread": thread_id, "tenant": tenant_id}
+                row = conn.execute(statement, params).mappings().first()
+                return None if row is None else _RowKeys.of(row)
+
+            keys = [_RowKeys.of(row) for row in found.values()]
+            chosen = choose_ref_candidates(thread_id, refs, keys, turn_elsewhere)
+        return [event_from_row(key.row) for key in chosen]
+
+    # ----------------------------------------------------------------- reads for the UI and audit
+
+    def turn_page(self, thread_id: str, *, tenant_id: str | None, offset: int, limit: int) -> TurnPage:
+        """One page of ``thread_id``'s turns, by INTENT order, with the thread's counts and the
+        ledger head, from one snapshot (see :mod:`turngate.ledger.turn_page`). ``limit`` is
+        capped at ``MAX_PAGE``."""
+        with self._read("turn_page") as conn:
+            return read_turn_page(
+                conn,
+                thread_id,
+                tenant=_tenant_filter(tenant_id),
+                offset=max(0, int(offset)),
+                limit=_cap(limit),
+                to_event=event_from_row,
+            )
+
+    def thread_page(
+        self, wanted: ThreadFilter, *, limit: int, offset: int = 0, before: int | None = None
+    ) -> tuple[ThreadPage, int | None]:
+        """(a page of the thread list, the ledger's last index) from one snapshot (see
+        :mod:`turngate.ledger.thread_list`)."""
+        with self._read("thread_page") as conn:
+            page = thread_list.list_threads(conn, wanted, limit=limit, offset=offset, before=before)
+            head = conn.execute(select(func.max(index_column))).scalar_one()
+        return page, None if head is None else int(head)
+
+    def of_kind(
+        self,
+        kind: str,
+        *,
+        after_index: int = -1,
+        until_index: int | None = None,
+        thread_id: str | None = None,
+        limit: int = 500,
+    ) -> list[Event]:
+        """Events of ``kind`` with an index above ``after_index`` (and at most ``until_index``),
+        of one thread when given, ascending, at most ``limit``. The index range is walked in
+        order and only the matching rows become events."""
+        conditions = [events.c.kind == str(kind), index_column > after_index]
+        if until_index is not None:
+            conditions.append(index_column <= until_index)
+        if thread_id is not None:
+            conditions.append(events.c.thread_id == thread_id)
+        return self._select(
+            select(events).where(*conditions).order_by(index_column).limit(_cap(limit)), "of_kind"
+        )
 
     # ----------------------------------------------------------------- ranges
 

@@ -2,12 +2,12 @@
 
 The ledger's DECISIONs in scope are streamed in index order, ``batch_size`` at a time inside one
 read transaction. For each batch, their INTENTs are read in one query and the candidate events
-of the INTENTs' declared refs with :func:`turngate.audit.verify.read_candidates` (the rules the
-turn workflow's fetch applied, over the ledger as it was when each INTENT was recorded: the
-inputs verify recomputes DECISIONs on). Each turn is then decided again by
+of the INTENTs' declared refs with :func:`turngate.audit.verification.candidates.read_candidates`
+(the rules the turn workflow's fetch applied, over the ledger as it was when each INTENT was
+recorded: the inputs verify recomputes DECISIONs on). Each turn is then decided again by
 :func:`turngate.core.whatif.redecide`. Only flips, errors and counts are kept: memory stays flat
 in the size of the ledger. A large selection is split into index ranges run in forked processes,
-as `turngate verify` does (:mod:`turngate.audit.verify_parallel`).
+by the same loop as `turngate verify` (:func:`turngate.audit.forked_ranges.run_ranges`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, MutableSequence, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -24,23 +24,18 @@ from pydantic import BaseModel, Field
 from sqlalchemy import ColumnElement, Select, and_, func, select
 from sqlalchemy.engine import Connection
 
+from turngate.audit.forked_ranges import Bound, process_count, run_ranges, split_ranges
 from turngate.audit.gc_passes import with_fewer_gc_passes
-from turngate.audit.verify import config_map, event_from, read_candidates, stored_config_digest
-from turngate.audit.verify_parallel import (
-    Range,
-    RangeBoard,
-    can_fork,
-    run_forked,
-    shared_counters,
-    usable_cores,
-)
+from turngate.audit.verification.candidates import read_candidates
+from turngate.audit.verification.configs import config_map, stored_config_digest
+from turngate.audit.verification.event_cache import event_from
 from turngate.core.context import ContextConfig
 from turngate.core.events import Event, EventKind
 from turngate.core.policy import LoadedPolicy
 from turngate.core.whatif import Change, Verdict, redecide
 from turngate.ledger import LedgerStore
+from turngate.ledger.chain_check import Claim
 from turngate.ledger.schema import events, index_column
-from turngate.ledger.store import is_sqlite_memory
 
 #: DECISIONs per batch (one INTENT query and three candidate key lookups each).
 BATCH_SIZE = 500
@@ -128,9 +123,6 @@ def _conditions(query: WhatIfQuery) -> list[ColumnElement[bool]]:
     return conditions
 
 
-_Bound = tuple[int, int]  # inclusive ledger index range
-
-
 @dataclass
 class _Part:
     """What one index range found, in a form a child process can send back."""
@@ -171,18 +163,20 @@ def _run_part(
     policy: LoadedPolicy,
     configs: dict[str, ContextConfig],
     conditions: list[ColumnElement[bool]],
-    bound: _Bound,
     batch_size: int,
-    progress: Callable[[int], None] | None,
-    claim: Callable[[int], int] | None = None,
+    bound: Bound,
+    claim: Claim | None,
+    progress: Callable[[int], None],
 ) -> _Part:
     """The DECISIONs of one index range, batch by batch in one read transaction. ``claim(last)``
-    (a :class:`RangeBoard` range) returns how far this range still reaches before a batch is
-    decided: another process may have taken its upper end."""
+    (a range on a :class:`~turngate.audit.forked_ranges.RangeBoard`) returns how far this range
+    still reaches before a batch is decided: another process may have taken its upper end."""
     part = _Part()
     low, high = bound
+    if high is None:  # an empty scope
+        return part
     with store.read_connection("policy whatif") as conn:
-        after = low - 1
+        after = (low or 0) - 1
         while after < high:
             statement: Select[tuple[object, ...]] = (
                 select(events)
@@ -198,8 +192,7 @@ def _run_part(
                 high = claim(after)
                 rows = [row for row in rows if int(row["index"]) <= high]  # type: ignore[call-overload]
             _run_batch(conn, rows, policy, configs, part)
-            if progress is not None:
-                progress(part.checked + part.config_unknown + part.unreproducible)
+            progress(part.checked + part.config_unknown + part.unreproducible)
     return part
 
 
@@ -253,33 +246,8 @@ def _run_batch(
             )
 
 
-def _split(conn: Connection, conditions: list[ColumnElement[bool]], parts: int) -> list[_Bound]:
-    """``parts`` index ranges with about as many DECISIONs in scope each."""
-    count, low, high = conn.execute(
-        select(func.count(), func.min(index_column), func.max(index_column)).where(*conditions)
-    ).one()
-    if not count:
-        return []
-    starts = [int(low)]
-    for share in range(1, parts):
-        start = conn.execute(
-            select(index_column)
-            .where(*conditions)
-            .order_by(index_column)
-            .offset(share * int(count) // parts)
-            .limit(1)
-        ).scalar()
-        if start is not None and int(start) > starts[-1]:
-            starts.append(int(start))
-    highs = [start - 1 for start in starts[1:]] + [int(high)]
-    return list(zip(starts, highs, strict=True))
-
-
 def _process_count(store: LedgerStore, in_scope: int, workers: int | None) -> int:
-    wanted = workers if workers is not None else (usable_cores() if in_scope >= PARALLEL_MIN_DECISIONS else 1)
-    if wanted <= 1 or is_sqlite_memory(store.engine.url) or not can_fork():
-        return 1
-    return max(1, min(wanted, in_scope))
+    return process_count(store, in_scope, workers, min_parallel=PARALLEL_MIN_DECISIONS)
 
 
 @with_fewer_gc_passes
@@ -308,56 +276,27 @@ def run_whatif(
     conditions = _conditions(query)
     configs = config_map(context_config, known_configs)
     with store.read_connection("policy whatif") as conn:
-        total = int(conn.execute(select(func.count()).where(*conditions)).scalar() or 0)
-        bounds = _split(conn, conditions, _process_count(store, total, workers))
-    done: MutableSequence[int] = shared_counters(len(bounds)) if len(bounds) > 1 else [0]
-
-    def progress_of(owner: int, before: int = 0) -> Callable[[int], None]:
-        def note(count: int) -> None:
-            done[owner] = before + count
-            if owner == 0 and progress is not None:
-                progress(sum(done), total)
-
-        return note
-
-    def run(
-        bound: _Bound, owner: int = 0, claim: Callable[[int], int] | None = None, before: int = 0
-    ) -> _Part:
-        return _run_part(
-            store, policy, configs, conditions, bound, batch_size, progress_of(owner, before), claim
+        total, low, high = conn.execute(
+            select(func.count(), func.min(index_column), func.max(index_column)).where(*conditions)
+        ).one()
+        total = int(total or 0)
+        processes = _process_count(store, total, workers)
+        bounds: list[Bound] = (
+            [] if not total else split_ranges(conn, conditions, total, int(low), int(high), processes)
         )
 
-    parts: list[_Part] = []
-    if len(bounds) == 1:
-        parts.append(run(bounds[0]))
-    elif bounds:
-        # Ranges handed out and rebalanced between the processes, as verify does: a process that
-        # is done takes the upper half of the largest range left.
-        board = RangeBoard(bounds, min_steal=batch_size)
+    def report_progress(done: int) -> None:
+        if progress is not None:
+            progress(done, total)
 
-        def run_owner(owner: int) -> list[_Part]:
-            mine: list[_Part] = []
-            taken: Range | None = board.first(owner)
-            while taken is not None:
-                slot, low, high = taken
-                before = sum(p.checked + p.config_unknown + p.unreproducible for p in mine)
-                mine.append(run((low or 0, high), owner, partial(board.claim, slot), before))
-                board.finish(slot)
-                taken = board.steal(owner)
-            return mine
-
-        def run_forked_child(owner: int) -> list[_Part]:
-            store.engine.dispose(close=False)  # a forked child must not touch the parent's pool
-            return run_owner(owner)
-
-        jobs = [lambda owner=owner: run_forked_child(owner) for owner in range(1, len(bounds))]
-        mine, theirs = run_forked(lambda: run_owner(0), jobs)
-        parts.extend(mine)
-        for owner, result in enumerate(theirs, start=1):
-            if result is not None:
-                parts.extend(result)
-            else:  # a crash never loses a turn: its ranges are decided here, whole
-                parts.extend(run((low or 0, high)) for _slot, low, high in board.ranges_of(owner))
+    results = run_ranges(
+        bounds,
+        partial(_run_part, store, policy, configs, conditions, batch_size),
+        min_steal=batch_size,
+        progress=report_progress,
+        in_child=lambda: store.engine.dispose(close=False),  # not the parent's pooled connections
+    )
+    parts = [part for _low, part in results]
     report = _merge(policy, query, parts)
     report.duration_ms = int((time.perf_counter() - started) * 1000)
     if progress is not None:

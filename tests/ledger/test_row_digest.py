@@ -8,13 +8,13 @@ import pytest
 from sqlalchemy import select
 
 import turngate.core.events as core_events
-import turngate.ledger.verify_fast as verify_fast
+import turngate.ledger.row_digest as row_digest
 from tests.ledger.helpers import RawDb, draft
 from turngate.core.canonical import canonical_bytes, digest_bytes
 from turngate.core.events import EventDraft, event_digest, strip_obs
 from turngate.ledger import LedgerStore, verify_ledger
+from turngate.ledger.row_digest import RowDigester, UnreadableRow, derive_scope_plan
 from turngate.ledger.schema import events, index_column
-from turngate.ledger.verify_fast import RowDigester, UnreadableRow, derive_scope_plan
 
 #: Payloads that take every path: plain, floats, an unsafe integer, keys whose code-point and
 #: UTF-16 orders differ, escapes, an _obs part, nested pointers.
@@ -49,7 +49,7 @@ def test_fast_digests_are_byte_identical_to_event_digest(store: LedgerStore) -> 
     sealed = store.append_many(_drafts())
     columns, rows = _rows(store)
     fast, model = RowDigester(columns), RowDigester(columns, plan=None)
-    assert verify_fast._PLAN is not None  # today's scope is explained: the fast path runs
+    assert row_digest._PLAN is not None  # today's scope is explained: the fast path runs
     for event, row in zip(sealed, rows, strict=True):
         expected = event_digest(event, event.index, event.prev_event_digest)
         assert event.digest == expected
@@ -124,7 +124,7 @@ def _scope_with_tenant(draft: EventDraft, index: int, prev: str | None) -> dict[
 
 def _patch_scope(monkeypatch: pytest.MonkeyPatch, scope: Any) -> None:
     monkeypatch.setattr(core_events, "event_digest_scope", scope)
-    monkeypatch.setattr(verify_fast, "event_digest_scope", scope)
+    monkeypatch.setattr(row_digest, "event_digest_scope", scope)
 
 
 def test_a_field_added_to_the_scope_is_picked_up(store: LedgerStore, monkeypatch: pytest.MonkeyPatch) -> None:

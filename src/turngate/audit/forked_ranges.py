@@ -1,12 +1,14 @@
-"""Run parts of a verification in forked processes (one per core), the first part in this one.
+"""Ledger index ranges run in forked processes (one per core), the first range in this one.
 
-Verification is CPU-bound pure Python, so threads do not help; index ranges of the ledger are
-independent enough to verify apart (each range links its first event to the recomputed digest
-of the event before it, see :func:`turngate.ledger.verify.iter_checked`) and their findings
-merge. ``fork`` is used because the parts need the caller's objects (the store, the artifact
-store, the configs) without pickling them, and start in milliseconds; it is only safe from a
-process with a single thread, which :func:`can_fork` checks. A part whose process fails is
-reported as ``None`` so that the caller can run it itself: a crash never loses a check.
+``turngate verify`` and ``turngate policy whatif`` are CPU-bound pure Python, so threads do not
+help; index ranges of the ledger are independent enough to run apart (verify links a range's
+first event to the recomputed digest of the event before it, see
+:func:`turngate.ledger.chain_check.iter_checked`) and their results merge. :func:`run_ranges` is
+the one loop both use: split, hand out, rebalance, run a failed process's ranges again here.
+``fork`` is used because the ranges need the caller's objects (the store, the artifact store,
+the configs) without pickling them, and start in milliseconds; it is only safe from a process
+with a single thread, which :func:`can_fork` checks. A range whose process fails is run again
+in this one: a crash never loses a check.
 
 Work is not spread evenly over a ledger's indexes (a thread's first turn declares no refs, a
 DENY has no EXECUTION), so equal ranges finish at different times. :class:`RangeBoard` lets a
@@ -19,11 +21,20 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, MutableSequence, Sequence
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
+from sqlalchemy import ColumnElement, select
+from sqlalchemy.engine import Connection as DbConnection
+
+from turngate.ledger.chain_check import Claim
+from turngate.ledger.schema import index_column
+from turngate.ledger.store import LedgerStore, is_sqlite_memory
+
 T = TypeVar("T")
 U = TypeVar("U")
+R = TypeVar("R")
 
 
 def usable_cores() -> int:
@@ -183,3 +194,117 @@ class RangeBoard:
                 for slot in range(self._used.value)
                 if self._cells[slot * self._WIDTH + 3] == owner
             ]
+
+
+# --------------------------------------------------------------------------- the range loop
+
+#: An index range (inclusive; low None: unbounded below, high None: an empty scope).
+Bound = tuple[int | None, int | None]
+#: ``run_range(bound, claim, progress)``: run one range; ``claim`` (None: the whole range is this
+#: process's) cuts it short when another process takes its end (see :data:`Claim`);
+#: ``progress(count)`` gets the running count of items the range has done.
+RunRange = Callable[[Bound, Claim | None, Callable[[int], None]], R]
+
+
+def process_count(store: LedgerStore, in_scope: int, workers: int | None, *, min_parallel: int) -> int:
+    """How many processes: ``workers`` if given, else one per core for at least ``min_parallel``
+    items in scope; never more than there are items; one where forking is unsafe or cannot share
+    the store (in-memory SQLite)."""
+    wanted = workers if workers is not None else (usable_cores() if in_scope >= min_parallel else 1)
+    wanted = max(1, min(wanted, in_scope))
+    if wanted == 1 or is_sqlite_memory(store.engine.url) or not can_fork():
+        return 1
+    return wanted
+
+
+def split_ranges(
+    conn: DbConnection,
+    conditions: Sequence[ColumnElement[bool]],
+    count: int,
+    first: int | None,
+    last: int,
+    parts: int,
+) -> list[Bound]:
+    """``parts`` index ranges from ``first`` to ``last`` with about as many of the ``count`` rows
+    that ``conditions`` select each (fewer ranges when rows share a start)."""
+    starts: list[int] = []
+    for part in range(1, parts):
+        start = conn.execute(
+            select(index_column)
+            .where(*conditions)
+            .order_by(index_column)
+            .offset(part * count // parts)
+            .limit(1)
+        ).scalar()
+        if start is not None and (not starts or int(start) > starts[-1]):
+            starts.append(int(start))
+    lows: list[int | None] = [first]
+    lows.extend(starts)
+    highs: list[int | None] = [start - 1 for start in starts]
+    highs.append(last)
+    return list(zip(lows, highs, strict=True))
+
+
+def run_ranges(
+    bounds: Sequence[Bound],
+    run_range: RunRange[R],
+    *,
+    min_steal: int,
+    progress: Callable[[int], None] | None = None,
+    in_child: Callable[[], None] | None = None,
+) -> list[tuple[int | None, R]]:
+    """Run every range, and return ``(low, result)`` for each range run, in index order.
+
+    One range runs here. More are handed out on a :class:`RangeBoard` to this process and one
+    forked child per further range; a process that is done takes the upper half of the largest
+    range left (at least ``2 * min_steal`` indexes). ``in_child`` runs first in each child (a
+    forked child must not use the parent's pooled connections). A child's results are pickled
+    back; the ranges of a child that failed are run again here, whole. ``progress(done)``, in
+    this process, gets the running count over every process.
+    """
+    if len(bounds) <= 1:
+        note = progress or (lambda _done: None)
+        return [(bound[0], run_range(bound, None, note)) for bound in bounds]
+    board = RangeBoard([(low, high) for low, high in bounds if high is not None], min_steal=min_steal)
+    done = shared_counters(len(bounds))
+
+    def ranges_of(owner: int) -> list[tuple[int | None, R]]:
+        results: list[tuple[int | None, R]] = []
+        before = 0
+        taken: Range | None = board.first(owner)
+        while taken is not None:
+            slot, low, high = taken
+            reached = [0]
+
+            def note(count: int, before: int = before, reached: list[int] = reached) -> None:
+                reached[0] = count
+                done[owner] = before + count
+                if owner == 0 and progress is not None:
+                    progress(sum(done))
+
+            results.append((low, run_range((low, high), partial(board.claim, slot), note)))
+            board.finish(slot)
+            before += reached[0]
+            taken = board.steal(owner)
+        return results
+
+    jobs = [partial(child_ranges, ranges_of, in_child, owner) for owner in range(1, len(bounds))]
+    mine, theirs = run_forked(partial(ranges_of, 0), jobs)
+    pieces = list(mine)
+    for owner, result in enumerate(theirs, start=1):
+        if result is None:  # a crash never loses a range: its ranges run here, whole
+            result = [
+                (low, run_range((low, high), None, lambda _done: None))
+                for _slot, low, high in board.ranges_of(owner)
+            ]
+        pieces.extend(result)
+    return sorted(pieces, key=lambda piece: -1 if piece[0] is None else piece[0])
+
+
+def child_ranges(
+    ranges_of: Callable[[int], list[tuple[int | None, R]]], in_child: Callable[[], None] | None, owner: int
+) -> list[tuple[int | None, R]]:
+    """What a forked child runs: ``owner``'s ranges (then the ones it takes)."""
+    if in_child is not None:
+        in_child()
+    return ranges_of(owner)

@@ -6,7 +6,7 @@ from the very same stored rows (one read snapshot), so :func:`verify_decision_re
 them from there and recomputes only the events the chain pass did not see. Everything else
 (the context digest, config digest, normative inputs, resolved refs, ref error) is recomputed
 exactly as ``verify_decision`` does, by the same core function
-(:func:`turngate.core.decision.recompute_decision_digests`); tests/audit/test_verify_decisions.py
+(:func:`turngate.core.decision.recompute_decision_digests`); tests/audit/test_decision_recompute.py
 checks that both give the same problems.
 """
 

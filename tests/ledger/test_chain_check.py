@@ -11,7 +11,7 @@ from tests.ledger.helpers import RawDb, draft
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import EventKind, event_digest
 from turngate.ledger import LedgerStore, ProblemKind, VerifyReport, verify_ledger
-from turngate.ledger.verify import recompute_digest
+from turngate.ledger.chain_check import recompute_digest
 
 
 def _fill(store: LedgerStore, n: int, *, threads: int = 1) -> None:

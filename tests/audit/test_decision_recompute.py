@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.audit.helpers import Ledger, config, make_ledger
-from turngate.audit.verify import ledger_candidates
-from turngate.audit.verify_decisions import verify_decision_reusing
+from turngate.audit.verification.candidates import ledger_candidates
+from turngate.audit.verification.decision_recompute import verify_decision_reusing
 from turngate.core.decision import verify_decision
 from turngate.core.events import Event, EventKind, event_digest
 

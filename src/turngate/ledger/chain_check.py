@@ -1,8 +1,8 @@
-"""Ledger verification: recompute every digest and every chain link, report every problem.
+"""The ledger's chain check: recompute every digest and every chain link, report every problem.
 
 The verifier reads the stored columns and payload of each event, recomputes its digest over the
 scope that :func:`turngate.core.events.event_digest_scope` defines (see
-:mod:`turngate.ledger.verify_fast`: byte-identical to ``event_digest``) and never trusts the
+:mod:`turngate.ledger.row_digest`: byte-identical to ``event_digest``) and never trusts the
 stored ``digest`` column except as the value to compare against. It streams through the log in
 index order (one read snapshot, ``batch_size`` rows in memory at a time), so it checks every
 event however large the ledger is. It reports; it never repairs or re-links anything.
@@ -19,9 +19,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.engine import Connection
 
+from turngate.ledger.row_digest import RowDigester, UnreadableRow
 from turngate.ledger.schema import events, index_column
 from turngate.ledger.store import LedgerStore
-from turngate.ledger.verify_fast import RowDigester, UnreadableRow
 
 DEFAULT_BATCH_SIZE = 1000
 
@@ -85,7 +85,11 @@ def digest_row(row: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return _digester(columns).digest(tuple(row[name] for name in columns))
 
 
-class _Checker:
+class ChainChecker:
+    """The chain checks' running state: problems found, events checked, the last one's digest.
+    :func:`iter_checked` drives it; ``turngate verify`` (:mod:`turngate.audit.verification`)
+    runs one per index range and merges their problems."""
+
     def __init__(self) -> None:
         self.problems: list[VerifyProblem] = []
         self.checked = 0
@@ -150,7 +154,7 @@ Claim = Callable[[int], int]
 
 def _batches(
     conn: Connection, query: Select[Any], batch_size: int, claim: Claim | None = None
-) -> Iterator[tuple[RowDigester, list[Any]]]:
+) -> Iterator[tuple[RowDigester, Sequence[Any]]]:
     """Plain row tuples, ``batch_size`` at a time (streamed: never the whole result in memory),
     in index order; with ``claim``, each batch is claimed before it is yielded."""
     result = conn.execute(query.execution_options(yield_per=batch_size))
@@ -185,7 +189,7 @@ def verify_ledger(
     truncated tail cannot be seen from inside the log: compare ``head_index``/``head_digest``
     with a head recorded elsewhere for that.
     """
-    checker = _Checker()
+    checker = ChainChecker()
     conditions: list[ColumnElement[bool]] = []
     if thread_id is not None:
         conditions.append(events.c.thread_id == thread_id)
@@ -195,7 +199,7 @@ def verify_ledger(
         for _batch in batches:
             if progress is not None:
                 progress(checker.checked)
-        _check_duplicate_keys(conn, conditions, checker)
+        check_duplicate_keys(conn, conditions, checker)
     problems = sorted(checker.problems, key=lambda p: (p.index, p.kind.value))
     return VerifyReport(
         ok=not problems,
@@ -231,7 +235,7 @@ def seed_before(conn: Connection, index: int) -> Seed:
 def iter_checked(
     conn: Connection,
     query: Select[Any],
-    checker: _Checker,
+    checker: ChainChecker,
     *,
     whole: bool,
     batch_size: int,
@@ -255,7 +259,7 @@ def iter_checked(
 def _verify_all(
     conn: Connection,
     query: Select[Any],
-    checker: _Checker,
+    checker: ChainChecker,
     batch_size: int,
     seed: Seed,
     claim: Claim | None,
@@ -297,7 +301,7 @@ def _verify_all(
 
 
 def _verify_thread(
-    conn: Connection, query: Select[Any], checker: _Checker, batch_size: int, claim: Claim | None
+    conn: Connection, query: Select[Any], checker: ChainChecker, batch_size: int, claim: Claim | None
 ) -> Iterator[list[CheckedRow]]:
     last: tuple[int, str | None] | None = None  # last thread event seen: index, recomputed
     for digester, batch in _batches(conn, query, batch_size, claim):
@@ -354,7 +358,11 @@ def _recompute_predecessors(conn: Connection, indexes: list[int]) -> dict[int, t
     return found
 
 
-def _check_duplicate_keys(conn: Connection, conditions: list[ColumnElement[bool]], checker: _Checker) -> None:
+def check_duplicate_keys(
+    conn: Connection, conditions: list[ColumnElement[bool]], checker: ChainChecker
+) -> None:
+    """A ``duplicate`` problem for every event whose (correlation_id, kind) an earlier event in
+    scope already has (one query over the unique key, whatever the scope's size)."""
     keys = conn.execute(
         select(events.c.correlation_id, events.c.kind)
         .where(*conditions)

@@ -1,0 +1,41 @@
+"""Checks run on every DECISION whose recorded inputs verified (the hook for more of them).
+
+Verify recomputes a DECISION's digests from its stored INTENT and candidates first (the
+context, the refs, the normative inputs). When those match, the recorded inputs are the ones
+the turn decided on, and each :data:`DecisionCheck` listed in
+:data:`turngate.audit.verification.run.DECISION_CHECKS` recomputes one more recorded part of
+the DECISION from them (the shadow policies' entries, say) and returns what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from turngate.audit.verification.findings import AuditKind
+from turngate.audit.verification.shadow_recompute import verify_shadows
+from turngate.core.context import ContextConfig
+from turngate.core.events import Event
+
+
+@dataclass(frozen=True)
+class VerifiedDecision:
+    """A DECISION whose recorded inputs verified, with those inputs."""
+
+    index: int
+    correlation_id: str
+    payload: Mapping[str, Any]  # as stored
+    intent: Event
+    candidates: Sequence[Event]
+    config: ContextConfig  # the context config it was made under
+
+
+#: One check: ``(kind, detail)`` for each thing it finds wrong (a failure of that kind).
+DecisionCheck = Callable[[VerifiedDecision], Iterable[tuple[AuditKind, str]]]
+
+
+def shadow_entries(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:
+    """The DECISION's shadow entries, recomputed (:mod:`.shadow_recompute`)."""
+    for problem in verify_shadows(decision.payload, decision.intent, decision.candidates, decision.config):
+        yield AuditKind.DECISION_MISMATCH, problem
