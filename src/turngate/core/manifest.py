@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from turngate.core.canonical import digest
+from turngate.core.client_context import recorded_client_context
 
 if TYPE_CHECKING:
     from turngate.core.assembly import Assembly
@@ -109,7 +110,10 @@ def _intent_pointers(outcome: DecisionOutcome, intent: Event) -> dict[str, Any]:
     """What a manifest says about the intent and its decision: digests and ids, never text."""
     payload = outcome.payload
     boundary = payload.get("boundary") or {}
-    return {
+    client = recorded_client_context(intent.payload)
+    # The client's sampling temperature, only when it sent one (older manifests are unchanged).
+    sampling = {"temperature": client.temperature} if client and client.temperature is not None else {}
+    return sampling | {
         "event_digest": intent.digest,
         "event_index": intent.index,
         "thread_id": intent.thread_id,

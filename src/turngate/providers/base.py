@@ -8,6 +8,10 @@ A stream is: text deltas (``StreamChunk.text``), then at most one chunk carrying
 the model made (``StreamChunk.tool_calls``, complete calls only: adapters accumulate the vendors'
 argument fragments), then exactly one final chunk with the ``Usage``. Tools are offered with
 ``ProviderRequest.tools``; an empty list sends no tools at all.
+
+A tool loop continues with an ``assistant`` message carrying the calls the model made
+(``ChatMessage.tool_calls``) followed by one ``tool`` message per result
+(``ChatMessage.tool_call_id``); each adapter sends them in its vendor's shape.
 """
 
 from __future__ import annotations
@@ -16,13 +20,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    role: Literal["system", "user", "assistant"]
-    content: str
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 def _empty_object_schema() -> dict[str, Any]:
@@ -39,18 +37,6 @@ class ToolDefinition(BaseModel):
     name: str
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=_empty_object_schema)
-
-
-class ProviderRequest(BaseModel):
-    """What an execution sends: provider, model, the full message list in order, and the tools
-    offered this turn (none: no tools are sent)."""
-
-    model_config = ConfigDict(frozen=True)
-    provider: str
-    model: str
-    messages: list[ChatMessage]
-    max_tokens: int | None = None
-    tools: list[ToolDefinition] = Field(default_factory=list)
 
 
 class Usage(BaseModel):
@@ -82,6 +68,39 @@ class ToolCallChunk(BaseModel):
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
+
+
+class ChatMessage(BaseModel):
+    """One message of the assembled list. ``tool_calls``: an assistant message's calls;
+    ``tool_call_id``: a tool message's call (both absent from a plain message's dump)."""
+
+    model_config = ConfigDict(frozen=True)
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_calls: tuple[ToolCallChunk, ...] = ()
+    tool_call_id: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unused_tool_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.tool_calls:
+            data.pop("tool_calls", None)
+        if self.tool_call_id is None:
+            data.pop("tool_call_id", None)
+        return data
+
+
+class ProviderRequest(BaseModel):
+    """What an execution sends: provider, model, the full message list in order, and the tools
+    offered this turn (none: no tools are sent)."""
+
+    model_config = ConfigDict(frozen=True)
+    provider: str
+    model: str
+    messages: list[ChatMessage]
+    max_tokens: int | None = None
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    temperature: float | None = None  # None: the vendor's default
 
 
 class StreamChunk(BaseModel):
