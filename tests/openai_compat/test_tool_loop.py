@@ -250,6 +250,11 @@ def test_assembly_sends_the_loop_as_tool_messages(store: LedgerStore) -> None:
         },
         {"role": "tool", "content": "sunny", "tool_call_id": "call_1"},
     ]
+    assert [(e.source_ref, e.item_type, e.included_reason) for e in loop.included][-2] == (
+        "client_context.tool_results[0]",
+        "tool_output",
+        "client_tool_result",
+    )
     # Without the tool-loop rule (turns recorded before it) the call has no prompt content.
     before = assemble("Be brief.", resolution, "sunny", tool_results=context.tool_results)
     assert [m.role for m in before.messages] == ["system", "user", "user"]

@@ -343,6 +343,16 @@ def assemble(
         )
         for item in dropped_outside
     ]
+    if tool_messages:  # this turn's tool results, sent in place of a user message
+        included += [
+            InclusionEntry(
+                item_id=digest(result.model_dump(mode="json")),
+                item_type="tool_output",
+                source_ref=f"client_context.tool_results[{position}]",
+                included_reason="client_tool_result",
+            )
+            for position, result in enumerate(tool_results)
+        ]
     included.append(
         InclusionEntry(
             item_id=current.digest if current is not None else digest(user_message),
