@@ -199,14 +199,14 @@ def _allow_everything_boundary() -> dict[str, Any]:
     class allowed for every trust class, no tools, dev identities."""
     modes, classes = ("public", "operator", "demo"), ("probe", "intent", "execution_light", "execution_heavy")
     budget = {"max_tokens": 8192, "max_duration_ms": 60000}
-    surfaces = ("healthz", "capabilities", "ingress_intent", "surfaces", "intent_template", "snapshot")
-    surfaces += ("thread_timeline", "tail", "status", "execution_event")
+    surfaces = "healthz capabilities ingress_intent surfaces intent_template snapshot thread_timeline tail"
+    surfaces += " status execution_event"
     slot = {"slot_class": "shared", "cost_class": "bounded", "reservation_required": False}
     return {
         "schema_version": "1",
         "boundary_version": "turngate-bench",
         "exposure_mode": "operator",
-        "surface_rules": dict.fromkeys(surfaces, "public"),
+        "surface_rules": dict.fromkeys(surfaces.split(), "public"),
         "admission": {
             "public": {
                 "allow_artifact_handle": False,

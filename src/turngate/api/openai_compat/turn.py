@@ -202,8 +202,8 @@ def _client_tools(chat: ChatCompletionRequest) -> list[ClientTool]:
     if not chat.tools or chat.tool_choice == "none":
         return []
     tools: list[ClientTool] = []
-    for index, tool in enumerate(chat.tools):
-        function = tool.function
+    for index, requested in enumerate(chat.tools):
+        function = requested.function
         try:
             tool = ClientTool(
                 name=function.name,
