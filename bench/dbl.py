@@ -48,13 +48,12 @@ import httpx
 from bench.client import TailClock, distribution, new_correlation_id
 from bench.dbl_provider import MODEL
 from bench.scenarios import MESSAGE, QUICK, Sizes
-from bench.stack import cpu_by_role, start_turngate
+from bench.stack import cpu_by_role, interrupt, start_turngate, wait_healthy
 from turngate.devserver import free_port
 
 DBL_PACKAGE = "dbl-gateway==1.0.1"
 WORK_DIR = Path(tempfile.gettempdir()) / "turngate-bench-dbl"
 NO_RATE_LIMIT = {"TURNGATE_RATE_LIMIT_PER_S": "1000000", "TURNGATE_RATE_LIMIT_BURST": "1000000"}
-STARTUP_TIMEOUT_S = 60.0
 GOALS = {"sequential_p50": 0.45, "throughput": 1.2}
 
 
@@ -233,34 +232,18 @@ def _allow_everything_boundary() -> dict[str, Any]:
     }
 
 
-async def _wait_for(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    async with httpx.AsyncClient() as http:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}; see {log}")
-            with contextlib.suppress(httpx.HTTPError):
-                if (await http.get(url)).status_code == 200:
-                    return
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer in {STARTUP_TIMEOUT_S:.0f}s; see {log}")
-
-
 @contextlib.asynccontextmanager
 async def _process(
-    command: list[str], env: Mapping[str, str], ready_url: str, log: Path
+    what: str, command: list[str], env: Mapping[str, str], url: str, log: Path
 ) -> AsyncIterator[int]:
+    """``command`` running until the block ends, once ``url``/healthz answers."""
     with log.open("wb") as out:
         proc = subprocess.Popen(command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
     try:
-        await _wait_for(ready_url, proc, log)
+        await wait_healthy(url, proc, log, what)
         yield proc.pid
     finally:
-        proc.send_signal(2)
-        try:
-            await asyncio.to_thread(proc.wait, 30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        await interrupt(proc)
 
 
 @contextlib.asynccontextmanager
@@ -276,7 +259,7 @@ async def fake_provider(run: Path, latency_ms: float) -> AsyncIterator[str]:
         str(latency_ms),
     ]
     url = f"http://127.0.0.1:{port}"
-    async with _process(command, {}, f"{url}/api/tags", run / "provider.log"):
+    async with _process("the fake provider", command, {}, url, run / "provider.log"):
         yield url
 
 
@@ -307,7 +290,7 @@ async def start_dbl(command: Path, run: Path, provider_url: str) -> AsyncIterato
         str(run / "trail.sqlite"),
     ]
     url = f"http://127.0.0.1:{port}"
-    async with _process(argv, env, f"{url}/healthz", run / "dbl-gateway.log") as pid:
+    async with _process("dbl-gateway", argv, env, url, run / "dbl-gateway.log") as pid:
         yield Gateway("dbl-gateway 1.0.1", url, pid, {})
 
 

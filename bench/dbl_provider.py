@@ -49,7 +49,15 @@ def app(latency_s: float) -> Starlette:
     async def tags(_: Request) -> Response:
         return JSONResponse({"models": [{"name": MODEL, "model": MODEL}]})
 
-    return Starlette(routes=[Route("/api/chat", chat, methods=["POST"]), Route("/api/tags", tags)])
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    routes = [
+        Route("/api/chat", chat, methods=["POST"]),
+        Route("/api/tags", tags),
+        Route("/healthz", healthz),
+    ]
+    return Starlette(routes=routes)
 
 
 def main() -> None:

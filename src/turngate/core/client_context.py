@@ -61,6 +61,15 @@ class ClientToolResult(BaseModel):
     content: str
 
 
+def without_unused_tool_fields(message: dict[str, Any]) -> dict[str, Any]:
+    """A message's dump without empty ``tool_calls`` and without a ``tool_call_id`` of None."""
+    if not message.get("tool_calls"):
+        message.pop("tool_calls", None)
+    if message.get("tool_call_id") is None:
+        message.pop("tool_call_id", None)
+    return message
+
+
 class ClientMessage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -84,12 +93,7 @@ class ClientMessage(BaseModel):
     @model_serializer(mode="wrap")
     def _without_unused_tool_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A plain message dumps as it always did: its digest in the manifest stays the same.
-        data: dict[str, Any] = handler(self)
-        if not self.tool_calls:
-            data.pop("tool_calls", None)
-        if self.tool_call_id is None:
-            data.pop("tool_call_id", None)
-        return data
+        return without_unused_tool_fields(handler(self))
 
 
 class ClientTool(BaseModel):

@@ -22,6 +22,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from turngate.core.client_context import without_unused_tool_fields
+
 
 def _empty_object_schema() -> dict[str, Any]:
     return {"type": "object", "properties": {}}
@@ -82,12 +84,7 @@ class ChatMessage(BaseModel):
 
     @model_serializer(mode="wrap")
     def _without_unused_tool_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if not self.tool_calls:
-            data.pop("tool_calls", None)
-        if self.tool_call_id is None:
-            data.pop("tool_call_id", None)
-        return data
+        return without_unused_tool_fields(handler(self))
 
 
 class ProviderRequest(BaseModel):
