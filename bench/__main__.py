@@ -8,6 +8,7 @@ scenario (its provider delay and concurrency are set at start).
     python -m bench                         # everything, the issue's sizes (about 3 minutes)
     python -m bench --quick                 # tiny sizes: checks the suite works, not speed
     python -m bench --only sequential,thread --env TURNGATE_PROVIDER_ACTIVITY=local
+    python -m bench --only sequential --dbl  # plus the side-by-side with the DBL gateway (bench/dbl.py)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import scenarios
+from bench import dbl, scenarios
 from bench.stack import RunningTurngate, start_turngate
 from bench.targets import evaluate, table
 
@@ -62,6 +63,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--url", help="measure a running turngate instead (slow_provider skipped)")
     parser.add_argument("--out", type=Path, help="JSON results file (default bench/results/...)")
     parser.add_argument("--json", action="store_true", help="print the JSON results, not the table")
+    parser.add_argument(
+        "--dbl", action="store_true", help="also side by side with the DBL gateway (bench/dbl.py)"
+    )
     args = parser.parse_args(argv)
     chosen = args.only.split(",") if args.only else ALL
     unknown = sorted(set(chosen) - set(ALL))
@@ -158,6 +162,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     info = machine()
     results = await run_main_scenarios(args, sizes)
     results.update(await run_slow_provider(args, sizes))
+    if args.dbl:
+        results["dbl_side_by_side"] = await dbl.side_by_side(sizes, args.echo_latency_ms)
     return {
         "machine": info,
         "command": " ".join(["python -m bench", *sys.argv[1:]]),
@@ -181,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.quick:
             print("--quick: sizes too small for the figures to mean anything; checks the suite runs")
         print(table(report["targets"]))
+        if args.dbl:
+            print(dbl.render(report["results"]["dbl_side_by_side"]))
     progress(f"results written to {out}")
     return 0
 

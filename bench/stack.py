@@ -122,17 +122,19 @@ class MemorySampler:
         self.sample()
 
 
-async def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+async def wait_healthy(
+    url: str, proc: subprocess.Popen[bytes], log: Path, what: str = "turngate dev"
+) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     async with httpx.AsyncClient() as http:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(f"turngate dev exited with {proc.returncode}; see {log}")
+                raise RuntimeError(f"{what} exited with {proc.returncode}; see {log}")
             with contextlib.suppress(httpx.HTTPError):
                 if (await http.get(f"{url}/healthz")).status_code == 200:
                     return
             await asyncio.sleep(0.1)
-    raise RuntimeError(f"turngate did not answer /healthz in {STARTUP_TIMEOUT_S:.0f}s; see {log}")
+    raise RuntimeError(f"{what} did not answer /healthz in {STARTUP_TIMEOUT_S:.0f}s; see {log}")
 
 
 @contextlib.asynccontextmanager
@@ -148,15 +150,20 @@ async def start_turngate(env: Mapping[str, str]) -> AsyncIterator[RunningTurngat
         proc = subprocess.Popen(command, env=child_env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        await _wait_healthy(url, proc, log)
+        await wait_healthy(url, proc, log)
         temporal = f"127.0.0.1:{temporal_port}"
         yield RunningTurngate(url, proc.pid, data, _dev_key_headers(log), temporal)
     finally:
-        proc.send_signal(2)
-        try:
-            await asyncio.to_thread(proc.wait, 30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        await interrupt(proc)
+
+
+async def interrupt(proc: subprocess.Popen[bytes], grace_s: float = 30) -> None:
+    """Ctrl-C for ``proc``; killed if it has not ended within ``grace_s``."""
+    proc.send_signal(2)
+    try:
+        await asyncio.to_thread(proc.wait, grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def _dev_key_headers(log: Path) -> dict[str, str]:

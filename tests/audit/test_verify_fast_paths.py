@@ -24,7 +24,7 @@ from turngate.audit.verification.candidates import read_candidates
 from turngate.core import canonical
 from turngate.core.canonical import CanonicalizationError, canonical_bytes, digest
 from turngate.core.context import ContextConfig, build_context, context_config_digest, load_context_config
-from turngate.core.pointers import parse_pointer
+from turngate.core.manifest import parse_pointer
 
 _SAFE_INT = 2**53 - 1
 _SORT_SAFE_BELOW = "\ue000"

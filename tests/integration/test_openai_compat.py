@@ -28,9 +28,9 @@ ROLES = "intent.write,snapshot.read"
 
 
 @contextlib.asynccontextmanager
-async def keyed_stack(settings: Settings) -> AsyncIterator[Stack]:
+async def keyed_stack(settings: Settings, *, worker: bool = True) -> AsyncIterator[Stack]:
     """A stack with API keys on; ``stack.http`` (and the SDK clients below) use a tenant's key."""
-    async with running_stack(settings.model_copy(update={"auth_mode": "keys"})) as stack:
+    async with running_stack(settings.model_copy(update={"auth_mode": "keys"}), worker=worker) as stack:
         secret = await asyncio.to_thread(make_key, stack.settings, "acme", ROLES)
         stack.http.headers["Authorization"] = f"Bearer {secret}"
         yield stack

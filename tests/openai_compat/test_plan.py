@@ -6,8 +6,6 @@ Pure except for a real SQLite ledger holding the thread's recorded events.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +19,6 @@ from turngate.ledger import LedgerStore
 from turngate.settings import Settings, load_settings
 
 THREAD = "th-1"
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[LedgerStore]:
-    with LedgerStore(f"sqlite:///{tmp_path / 'ledger.sqlite3'}") as ledger:
-        yield ledger
 
 
 def record_turn(store: LedgerStore, turn: str, message: str, answer: str, **execution: Any) -> list[Event]:
@@ -189,11 +181,8 @@ def test_client_system_message_can_be_refused(store: LedgerStore) -> None:
     [
         ([assistant("last")], "openai.last_message_not_user"),
         ([user("   ")], "admission.empty_message"),
-        ([{"role": "tool", "content": "42", "tool_call_id": "c"}, user("hi")], "openai.unsupported_message"),
-        (
-            [{"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]}, user("hi")],
-            "openai.unsupported_message",
-        ),
+        ([{"role": "function", "content": "42", "name": "f"}, user("hi")], "openai.unsupported_message"),
+        ([{"role": "assistant", "content": None}, user("hi")], "openai.unsupported_message"),
         (
             [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
             "openai.unsupported_content",

@@ -34,6 +34,12 @@ SCENARIOS: dict[str, dict[str, object]] = {
         "llm_wall_clock_s": 1,
         "echo_delay_ms": 400,
     },
+    # The second turn continues a tool loop: its input is a tool result (client context).
+    "tool_loop": {},
+}
+#: Inputs of the second turn per scenario (default: none).
+SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
+    "tool_loop": {"client_context": {"tool_results": [{"tool_call_id": "call_1", "content": "4"}]}},
 }
 
 
@@ -54,6 +60,7 @@ async def record(names: list[str]) -> None:
                     thread_id="t",
                     parent_turn_id="c-1",
                     declared_refs=[{"ref_id": "c-1"}, {"ref_type": "execution", "ref_id": "c-1"}],
+                    inputs=SECOND_TURN_INPUTS.get(name, {}),
                 )
                 workflow_id = resp.json()["workflow_id"]
             history = await client.get_workflow_handle(workflow_id).fetch_history()

@@ -285,16 +285,17 @@ def provider_request(
     """The request a provider call sends (and a fault's prompt snapshot records): ``inp``'s
     messages, the offloaded earlier ones replaced by their whole texts (``history``, by
     position), the last one by ``full_message`` when the user message was offloaded."""
-    messages = [ChatMessage(**m) for m in inp.messages]  # type: ignore[arg-type]
+    messages = [ChatMessage.model_validate(m) for m in inp.messages]
     for position, text in (history or {}).items():
-        messages[position] = ChatMessage(role=messages[position].role, content=text)
-    if full_message is not None:
+        messages[position] = messages[position].model_copy(update={"content": text})
+    if full_message is not None and messages[-1].role == "user":  # a tool loop ends with its results
         messages[-1] = ChatMessage(role="user", content=full_message)
     return ProviderRequest(
         provider=inp.provider,
         model=inp.model,
         messages=messages,
         max_tokens=inp.max_tokens,
+        temperature=inp.temperature,
         tools=[ToolDefinition.model_validate(tool) for tool in inp.tools],
     )
 

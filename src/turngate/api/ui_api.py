@@ -29,9 +29,10 @@ from turngate.api.errors import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, is_content_addressed
 from turngate.artifacts.restricted import is_restricted_artifact
+from turngate.core.client_context import ClientContext, recorded_client_context
 from turngate.core.events import Event
-from turngate.core.manifest import ArtifactPointer
-from turngate.core.pointers import parse_pointer, server_pointers
+from turngate.core.manifest import ArtifactPointer, parse_pointer
+from turngate.core.pointers import server_pointers
 from turngate.core.shadow import shadow_agreements
 from turngate.ledger.thread_list import ThreadFilter
 from turngate.security.auth import request_principal
@@ -249,6 +250,7 @@ def turn_summary(state: ApiState, turn: Sequence[Event]) -> dict[str, Any]:
             "message_cut": cut or bool(body.get("message_truncated")),
             "requested_model_id": intent.payload.get("requested_model_id"),
             "declared_refs": len(intent.payload.get("declared_refs") or []),
+            "temperature": (recorded_client_context(intent.payload) or ClientContext()).temperature,
         }
         summary["workflow"] = workflow_link(state, intent)
     if decision is not None:

@@ -29,8 +29,9 @@ from turngate.audit.verification.findings import decision_problem_kind
 from turngate.core.context import ContextConfig
 from turngate.core.decision import decide, stored_scope, verify_decision
 from turngate.core.events import Event, EventKind, event_digest
+from turngate.core.manifest import parse_pointer
 from turngate.core.models import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
-from turngate.core.pointers import parse_pointer, server_pointers
+from turngate.core.pointers import server_pointers
 from turngate.core.policy import LoadedPolicy, PolicyLoadError, load_policy
 from turngate.ledger import LedgerStore
 from turngate.ledger.schema import events, index_column

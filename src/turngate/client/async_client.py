@@ -97,7 +97,7 @@ class AsyncTurngate:
         """``POST /ingress/intent``; ``wait`` blocks until the DECISION or EXECUTION (bounded)."""
         return TurnReceipt.model_validate(await self._json(calls.send_intent(envelope, wait)))
 
-    async def chat(self, message: str, *, wait: Wait | None = "execution", **envelope: Any) -> TurnReceipt:
+    async def chat(self, /, message: str, *, wait: Wait | None = "execution", **envelope: Any) -> TurnReceipt:
         """One ``chat.message`` turn (see :func:`turngate.client.calls.intent_envelope`)."""
         return await self.send_intent(calls.intent_envelope(message, **envelope), wait=wait)
 
@@ -119,11 +119,11 @@ class AsyncTurngate:
 
     # ------------------------------------------------------------------ the ledger
 
-    async def snapshot(self, **query: Any) -> SnapshotPage:
+    async def snapshot(self, /, **query: Any) -> SnapshotPage:
         """One page of ``/snapshot`` (``offset``, ``limit``, ``thread_id``, ``stream_id``, ``lane``)."""
         return SnapshotPage.model_validate(await self._json(calls.snapshot(**query)))
 
-    async def iter_events(self, *, page_size: int = 500, **query: Any) -> AsyncIterator[Event]:
+    async def iter_events(self, /, *, page_size: int = 500, **query: Any) -> AsyncIterator[Event]:
         """Every event of ``/snapshot`` matching ``query``, page by page (no cap)."""
         offset = 0
         while True:
@@ -167,7 +167,7 @@ class AsyncTurngate:
                     raise
             await asyncio.sleep(reconnect_delay_s)
 
-    async def verify(self, **query: Any) -> VerifyReport:
+    async def verify(self, /, **query: Any) -> VerifyReport:
         """``/verify`` of a thread (``thread_id``) or a range (``since``, ``until``)."""
         return VerifyReport.model_validate(await self._json(calls.verify(**query)))
 

@@ -25,23 +25,22 @@ T = TypeVar("T")
 def _blocking(
     method: Callable[Concatenate[AsyncTurngate, P], Coroutine[Any, Any, T]],
 ) -> Callable[Concatenate[Turngate, P], T]:
-    @functools.wraps(method)
-    def call(self: Turngate, *args: P.args, **kwargs: P.kwargs) -> T:
+    def call(self: Turngate, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._run(method(self._api, *args, **kwargs))
 
+    functools.update_wrapper(call, method)
     return call
 
 
 def _iterating(
     method: Callable[Concatenate[AsyncTurngate, P], AsyncIterator[T]],
 ) -> Callable[Concatenate[Turngate, P], Iterator[T]]:
-    @functools.wraps(method)
-    def call(self: Turngate, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+    def call(self: Turngate, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
         items = method(self._api, *args, **kwargs)
         try:
             while True:
                 try:
-                    yield self._run(items.__anext__())
+                    yield self._run(_next(items))
                 except StopAsyncIteration:
                     return
         finally:
@@ -49,7 +48,12 @@ def _iterating(
             if close is not None:
                 self._run(close())
 
+    functools.update_wrapper(call, method)
     return call
+
+
+async def _next(items: AsyncIterator[T]) -> T:
+    return await anext(items)
 
 
 class Turngate:

@@ -11,22 +11,35 @@ A referenced message or answer that the gateway offloaded (over the inline text 
 event as a preview plus the pointer to its whole text: the message carries the preview, the
 assembly names the pointer in ``message_artifacts`` (the provider activity loads the whole text),
 and the budget counts the whole text (the preview's estimate scaled by the stored size).
+
+A tool loop (``tool_messages``): a referenced EXECUTION that made tool calls becomes an assistant
+message carrying them, a referenced INTENT that answered with tool results one tool message per
+result, and a turn whose input is tool results (``tool_results``) ends with those tool messages
+instead of a user message.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from turngate.core.canonical import canonical_bytes, digest
-from turngate.core.client_context import ClientMessage
+from turngate.core.client_context import (
+    ClientContext,
+    ClientMessage,
+    ClientToolCall,
+    ClientToolResult,
+    recorded_tool_calls,
+    tool_results_of,
+)
 from turngate.core.events import Event, EventKind
 from turngate.core.external import EXTERNAL_PREAMBLE, ExternalItem, external_message
 from turngate.core.manifest import ExclusionEntry, InclusionEntry, ItemType
-from turngate.core.messages import ChatMessage
+from turngate.core.messages import ChatMessage, ToolCallChunk
 from turngate.core.policy import intent_message
 from turngate.core.refs import Resolution
 
@@ -60,7 +73,7 @@ class Assembly(BaseModel):
 @dataclass(frozen=True)
 class _Item:
     event: Event
-    message: ChatMessage
+    messages: tuple[ChatMessage, ...]
     item_type: ItemType
     tokens: int
     pointer: dict[str, Any] | None = None
@@ -103,6 +116,60 @@ def offloaded_text_pointer(event: Event) -> dict[str, Any] | None:
     return dict(pointer) if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
 
 
+def _calls(calls: Sequence[ClientToolCall]) -> tuple[ToolCallChunk, ...]:
+    return tuple(
+        ToolCallChunk(id=call.id, name=call.name, arguments=json.dumps(call.arguments, ensure_ascii=False))
+        for call in calls
+    )
+
+
+def _tool_messages(results: Sequence[ClientToolResult]) -> tuple[ChatMessage, ...]:
+    return tuple(
+        ChatMessage(role="tool", content=result.content, tool_call_id=result.tool_call_id)
+        for result in results
+    )
+
+
+def _ref_messages(event: Event, text: str | None, tool_messages: bool) -> tuple[ChatMessage, ...]:
+    """What a referenced event says in the prompt (nothing: it has no prompt content)."""
+    if tool_messages and event.kind == EventKind.INTENT:
+        results = tool_results_of(event.payload)
+        if results:
+            return _tool_messages(results)
+    if tool_messages and event.kind == EventKind.EXECUTION and not event.payload.get("error"):
+        calls = recorded_tool_calls(event.payload)
+        if calls:
+            return (ChatMessage(role="assistant", content=text or "", tool_calls=_calls(calls)),)
+    if text is None:
+        return ()
+    return (ChatMessage(role="user" if event.kind == EventKind.INTENT else "assistant", content=text),)
+
+
+def uses_tool_messages(resolution: Resolution | None, client: ClientContext | None) -> bool:
+    """Whether this turn's prompt has tool-loop messages: tool results as its input, tool calls or
+    results in the client's messages, or referenced events that made calls or answered them."""
+    if client is not None and (
+        client.tool_results or any(m.tool_calls or m.tool_call_id for m in client.messages)
+    ):
+        return True
+    if resolution is None:
+        return False
+    return any(
+        (event.kind == EventKind.EXECUTION and recorded_tool_calls(event.payload))
+        or (event.kind == EventKind.INTENT and tool_results_of(event.payload))
+        for event in (*resolution.governance_events, *resolution.execution_events)
+    )
+
+
+def _client_message(message: ClientMessage) -> ChatMessage:
+    return ChatMessage(
+        role=message.role,
+        content=message.content,
+        tool_calls=_calls(message.tool_calls),
+        tool_call_id=message.tool_call_id,
+    )
+
+
 def _whole_text_tokens(preview_tokens: int, preview: str, pointer: dict[str, Any] | None) -> int:
     """The estimate of an offloaded text: the preview's, scaled by stored size / preview size."""
     if pointer is None:
@@ -122,6 +189,8 @@ def assemble(
     external: Sequence[ExternalItem] = (),
     client_messages: Sequence[ClientMessage] = (),
     tool_definitions: Sequence[Mapping[str, Any]] = (),
+    tool_results: Sequence[ClientToolResult] = (),
+    tool_messages: bool = False,
 ) -> Assembly:
     """Assemble the messages for one turn. Deterministic for equal inputs.
 
@@ -132,7 +201,10 @@ def assemble(
     message and unmatched history, recorded in the INTENT) follow the system prompt, in the order
     sent, and are never trimmed. ``tool_definitions`` (the tools offered this turn) are sent too,
     so they count against the budget like the system prompt (their canonical JSON, estimated),
-    and like it they are never trimmed.
+    and like it they are never trimmed. ``tool_results`` (with ``tool_messages``): the turn's
+    input is the results of the referenced tool calls, sent as tool messages in place of
+    ``user_message``; ``tool_messages`` also renders referenced tool calls and results as such
+    (without it, turns recorded before tool loops keep their assembly).
     """
     if budget_tokens < 1:
         raise ValueError("budget_tokens must be at least 1")
@@ -149,7 +221,8 @@ def assemble(
     for ref in resolution.resolved_refs:
         event = events.get(ref.event_digest)
         text = _content(event) if event is not None else None
-        if event is None or text is None:
+        rendered = _ref_messages(event, text, tool_messages) if event is not None else ()
+        if event is None or not rendered:
             excluded.append(
                 ExclusionEntry(
                     item_id=ref.event_digest,
@@ -159,14 +232,15 @@ def assemble(
                 )
             )
             continue
-        role: Literal["user", "assistant"] = "user" if event.kind == EventKind.INTENT else "assistant"
-        pointer = offloaded_text_pointer(event)
+        pointer = offloaded_text_pointer(event) if text is not None and rendered[0].content == text else None
+        tokens = sum(estimate(message.content) for message in rendered)
+        tokens += sum(estimate(call.arguments) for message in rendered for call in message.tool_calls)
         items.append(
             _Item(
                 event=event,
-                message=ChatMessage(role=role, content=text),
+                messages=rendered,
                 item_type=item_type_for_kind(event.kind),
-                tokens=_whole_text_tokens(estimate(text), text, pointer),
+                tokens=_whole_text_tokens(tokens, text, pointer) if text is not None else tokens,
                 pointer=pointer,
             )
         )
@@ -219,17 +293,19 @@ def assemble(
     messages: list[ChatMessage] = []
     if system_prompt:
         messages.append(ChatMessage(role="system", content=system_prompt))
-    messages += [ChatMessage(role=message.role, content=message.content) for message in client_messages]
-    artifacts = {
-        len(messages) + position: item.pointer
-        for position, item in enumerate(kept)
-        if item.pointer is not None
-    }
-    messages += [item.message for item in kept]
+    messages += [_client_message(message) for message in client_messages]
+    artifacts: dict[int, dict[str, Any]] = {}
+    for item in kept:
+        if item.pointer is not None:  # an offloaded text is one message
+            artifacts[len(messages)] = item.pointer
+        messages += item.messages
     if outside:
         messages.append(ChatMessage(role="user", content=external_message(outside)))
     prefix = [message.model_dump(mode="json") for message in messages]
-    messages.append(ChatMessage(role="user", content=user_message))
+    if tool_messages and tool_results:
+        messages += _tool_messages(tool_results)
+    else:
+        messages.append(ChatMessage(role="user", content=user_message))
 
     included = [
         InclusionEntry(
@@ -267,6 +343,16 @@ def assemble(
         )
         for item in dropped_outside
     ]
+    if tool_messages:  # this turn's tool results, sent in place of a user message
+        included += [
+            InclusionEntry(
+                item_id=digest(result.model_dump(mode="json")),
+                item_type="tool_output",
+                source_ref=f"client_context.tool_results[{position}]",
+                included_reason="client_tool_result",
+            )
+            for position, result in enumerate(tool_results)
+        ]
     included.append(
         InclusionEntry(
             item_id=current.digest if current is not None else digest(user_message),

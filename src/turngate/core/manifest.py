@@ -7,12 +7,13 @@ lives in the artifact store and is referenced by :class:`ArtifactPointer`.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from turngate.core.canonical import digest
+from turngate.core.client_context import recorded_client_context
 
 if TYPE_CHECKING:
     from turngate.core.assembly import Assembly
@@ -109,7 +110,10 @@ def _intent_pointers(outcome: DecisionOutcome, intent: Event) -> dict[str, Any]:
     """What a manifest says about the intent and its decision: digests and ids, never text."""
     payload = outcome.payload
     boundary = payload.get("boundary") or {}
-    return {
+    client = recorded_client_context(intent.payload)
+    # The client's sampling temperature, only when it sent one (older manifests are unchanged).
+    sampling = {"temperature": client.temperature} if client and client.temperature is not None else {}
+    return sampling | {
         "event_digest": intent.digest,
         "event_index": intent.index,
         "thread_id": intent.thread_id,
@@ -280,3 +284,14 @@ def build_denied_manifest(
         )
         + (external.excluded if external else ()),
     )
+
+
+def parse_pointer(raw: Mapping[str, Any]) -> ArtifactPointer:
+    """A pointer :func:`server_pointers` found, validated on its known fields (any other key is
+    left out); raises pydantic's ``ValidationError``."""
+    if raw.keys() <= _POINTER_FIELDS:  # the usual case: nothing to leave out
+        return ArtifactPointer.model_validate(raw)
+    return ArtifactPointer.model_validate({k: raw[k] for k in _POINTER_FIELDS if k in raw})
+
+
+_POINTER_FIELDS = frozenset(ArtifactPointer.model_fields)

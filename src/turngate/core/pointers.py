@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from turngate.core.manifest import ArtifactPointer
-
 #: Keys that make a JSON object an artifact pointer (``created_at`` is optional).
 POINTER_KEYS: frozenset[str] = frozenset({"artifact_id", "path", "sha256", "size_bytes"})
 
@@ -62,14 +60,3 @@ def server_pointers(kind: str, payload: Mapping[str, Any]) -> Iterator[Mapping[s
     for candidate in candidates:
         if is_pointer(candidate):
             yield candidate
-
-
-def parse_pointer(raw: Mapping[str, Any]) -> ArtifactPointer:
-    """A pointer :func:`server_pointers` found, validated on its known fields (any other key is
-    left out); raises pydantic's ``ValidationError``."""
-    if raw.keys() <= _POINTER_FIELDS:  # the usual case: nothing to leave out
-        return ArtifactPointer.model_validate(raw)
-    return ArtifactPointer.model_validate({k: raw[k] for k in _POINTER_FIELDS if k in raw})
-
-
-_POINTER_FIELDS = frozenset(ArtifactPointer.model_fields)

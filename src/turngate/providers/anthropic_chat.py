@@ -8,9 +8,14 @@ The WHOLE message list is sent, shaped the way the Messages API requires:
   (contents joined by a blank line), because the API requires user/assistant alternation;
 - the list must start with a user message: when the first non-system message is an assistant
   message it is kept, preceded by the fixed user turn :data:`LEADING_USER_PLACEHOLDER`;
-- a request without any user/assistant message is a ``provider.bad_request`` (nothing is sent).
+- a request without any user/assistant message is a ``provider.bad_request`` (nothing is sent);
+- a tool loop: an assistant message's calls become ``tool_use`` blocks after its text, a tool
+  result a ``tool_result`` block in a user turn (consecutive results share one turn; merged
+  contents become block lists).
 
 ``max_tokens`` is required by Anthropic: :data:`DEFAULT_MAX_TOKENS` when the request has none.
+A request's ``temperature`` is not sent: the Messages API of the supported SDK has no such
+parameter.
 Offered tools go out as ``tools=[{name, description, input_schema}]`` (nothing when none are
 offered); a ``tool_use`` content block and its ``input_json_delta`` fragments become one complete
 call, emitted once after the text.
@@ -42,20 +47,47 @@ LEADING_USER_PLACEHOLDER = "(conversation continues)"
 _JOIN = "\n\n"
 
 
-def to_anthropic(messages: Sequence[ChatMessage]) -> tuple[str | None, list[dict[str, str]]]:
+Content = str | list[dict[str, Any]]
+
+
+def _content(message: ChatMessage) -> Content:
+    """A message's content: its text, or content blocks for a tool loop (an assistant's text and
+    ``tool_use`` blocks; a tool result's ``tool_result`` block, sent in a user turn)."""
+    if message.tool_call_id is not None:
+        return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}]
+    if not message.tool_calls:
+        return message.content
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    blocks += [
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": call.parsed_arguments() or {}}
+        for call in message.tool_calls
+    ]
+    return blocks
+
+
+def _blocks(content: Content) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _merged(first: Content, second: Content) -> Content:
+    if isinstance(first, str) and isinstance(second, str):
+        return first + _JOIN + second
+    return _blocks(first) + _blocks(second)
+
+
+def to_anthropic(messages: Sequence[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
     """``(system, messages)`` in Messages API shape; see the module docstring for the rules."""
     system_parts = [m.content for m in messages if m.role == "system"]
-    turns: list[dict[str, str]] = []
+    turns: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "system":
             continue
-        if turns and turns[-1]["role"] == message.role:
-            turns[-1] = {
-                "role": message.role,
-                "content": turns[-1]["content"] + _JOIN + message.content,
-            }
+        role = "user" if message.role == "tool" else message.role
+        content = _content(message)
+        if turns and turns[-1]["role"] == role:
+            turns[-1] = {"role": role, "content": _merged(turns[-1]["content"], content)}
         else:
-            turns.append({"role": message.role, "content": message.content})
+            turns.append({"role": role, "content": content})
     if not turns:
         raise ProviderError(
             "provider.bad_request",

@@ -8,17 +8,20 @@ A stream is: text deltas (``StreamChunk.text``), then at most one chunk carrying
 the model made (``StreamChunk.tool_calls``, complete calls only: adapters accumulate the vendors'
 argument fragments), then exactly one final chunk with the ``Usage``. Tools are offered with
 ``ProviderRequest.tools``; an empty list sends no tools at all.
+
+A tool loop continues with an ``assistant`` message carrying the calls the model made
+(``ChatMessage.tool_calls``) followed by one ``tool`` message per result
+(``ChatMessage.tool_call_id``); each adapter sends them in its vendor's shape.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from turngate.core.messages import ChatMessage
+from turngate.core.messages import ChatMessage, ToolCallChunk
 
 __all__ = [
     "ChatMessage",
@@ -49,6 +52,11 @@ class ToolDefinition(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=_empty_object_schema)
 
 
+class Usage(BaseModel):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
 class ProviderRequest(BaseModel):
     """What an execution sends: provider, model, the full message list in order, and the tools
     offered this turn (none: no tools are sent)."""
@@ -59,37 +67,7 @@ class ProviderRequest(BaseModel):
     messages: list[ChatMessage]
     max_tokens: int | None = None
     tools: list[ToolDefinition] = Field(default_factory=list)
-
-
-class Usage(BaseModel):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-
-
-class ToolCallChunk(BaseModel):
-    """One complete tool call as the model made it.
-
-    ``arguments`` is always the JSON **text** of the argument object, exactly as the model
-    produced it (fragments joined; a vendor that sends an object, like Ollama, has it serialised
-    with ``json.dumps``; ``"{}"`` when the model sent none). It may be invalid JSON: models do
-    that, and the caller decides (:meth:`parsed_arguments`).
-    """
-
-    model_config = ConfigDict(frozen=True)
-    id: str
-    name: str
-    arguments: str = "{}"
-
-    def parsed_arguments(self) -> dict[str, Any] | None:
-        """The arguments as a dict; None when they are not a JSON object."""
-        text = self.arguments.strip()
-        if not text:
-            return {}
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
+    temperature: float | None = None  # None: the vendor's default
 
 
 class StreamChunk(BaseModel):

@@ -5,7 +5,10 @@ The whole message list goes out in order, system messages included. ``max_tokens
 (``done``) chunk. Offered tools go out as ``tools=[{"type": "function", "function": {...}}]``
 (nothing when none are offered); Ollama sends each tool call whole in ``message.tool_calls`` with
 the arguments as an object and no id: they are collected, serialised with ``json.dumps``, given
-the ids ``ollama-call-<n>`` and emitted once after the text. An HTTP error is classified from the
+the ids ``ollama-call-<n>`` and emitted once after the text. A tool loop goes back as an assistant
+message with ``tool_calls`` (arguments as objects) and ``role: tool`` messages naming the tool
+(``tool_name``: Ollama matches results by name, it has no call ids). ``temperature`` becomes
+``options.temperature``. An HTTP error is classified from the
 response itself (status and ``Retry-After``) by a response hook, before the SDK turns it into a
 bare ``ResponseError``.
 """
@@ -13,13 +16,13 @@ bare ``ResponseError``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 import ollama
 
-from turngate.providers.base import ProviderRequest, StreamChunk, ToolCallChunk, Usage
+from turngate.providers.base import ChatMessage, ProviderRequest, StreamChunk, ToolCallChunk, Usage
 from turngate.providers.errors import classify_exception, classify_status
 from turngate.providers.tool_calls import function_tools
 from turngate.settings import Settings
@@ -52,18 +55,20 @@ class OllamaChatProvider:
         return str(self._client._client.base_url)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
-        options: dict[str, Any] | None = None
+        options: dict[str, Any] = {}
         if request.max_tokens is not None:
-            options = {"num_predict": request.max_tokens}
+            options["num_predict"] = request.max_tokens
+        if request.temperature is not None:
+            options["temperature"] = request.temperature
         usage = Usage()
         calls: list[ToolCallChunk] = []
         try:
             parts = await self._client.chat(
                 model=request.model,
-                messages=[{"role": m.role, "content": m.content} for m in request.messages],
+                messages=ollama_messages(request.messages),
                 tools=function_tools(request.tools) if request.tools else None,
                 stream=True,
-                options=options,
+                options=options or None,
             )
             try:
                 async for part in parts:
@@ -106,6 +111,25 @@ class OllamaChatProvider:
             detail=_error_text(response),
             headers=response.headers,
         )
+
+
+def ollama_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """Ollama's message shapes; a tool result names its tool (found by the call id among the
+    calls of the assistant messages before it)."""
+    names: dict[str, str] = {}
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        entry: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.tool_calls:
+            names |= {call.id: call.name for call in message.tool_calls}
+            entry["tool_calls"] = [
+                {"function": {"name": call.name, "arguments": call.parsed_arguments() or {}}}
+                for call in message.tool_calls
+            ]
+        if message.tool_call_id is not None and message.tool_call_id in names:
+            entry["tool_name"] = names[message.tool_call_id]
+        wire.append(entry)
+    return wire
 
 
 def _error_text(response: httpx.Response) -> str:

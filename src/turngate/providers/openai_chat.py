@@ -3,8 +3,10 @@
 The whole message list goes out in order, system messages included, as Chat Completions
 messages. Offered tools go out as ``tools=[{"type": "function", "function": {...}}]`` (nothing
 when none are offered); the ``delta.tool_calls`` fragments of choice 0 are joined into complete
-calls, emitted once after the text. The SDK never retries (``max_retries=0``): Temporal owns
-retries, and every failure is classified here into a :class:`ProviderError`.
+calls, emitted once after the text. A tool loop's assistant calls and tool results go out as
+``tool_calls`` / ``role: tool`` messages; ``temperature`` when the request has one. The SDK never
+retries (``max_retries=0``): Temporal owns retries, and every failure is classified here into a
+:class:`ProviderError`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import openai
 
 from turngate.providers.base import ProviderRequest, ResponseIdOnce, StreamChunk, Usage
 from turngate.providers.errors import classify_exception
-from turngate.providers.tool_calls import ToolCallAccumulator, function_tools
+from turngate.providers.tool_calls import ToolCallAccumulator, function_tools, openai_message
 from turngate.settings import Settings
 
 NO_KEY = "unused"  # some OpenAI-compatible servers need no key; the SDK insists on one
@@ -59,12 +61,14 @@ class OpenAIChatProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
         params: dict[str, Any] = {
             "model": request.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [openai_message(m) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
         if request.tools:
             params["tools"] = function_tools(request.tools)
         usage = Usage()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from turngate.providers.base import ToolCallChunk, ToolDefinition
+from turngate.providers.base import ChatMessage, ToolCallChunk, ToolDefinition
 
 
 def function_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
@@ -29,6 +29,21 @@ def function_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         }
         for tool in tools
     ]
+
+
+def openai_message(message: ChatMessage) -> dict[str, Any]:
+    """A message in Chat Completions shape: an assistant message's calls as ``tool_calls``
+    (arguments as JSON text), a tool result as ``{"role": "tool", "tool_call_id", "content"}``."""
+    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wire["content"] = message.content or None
+        wire["tool_calls"] = [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        wire["tool_call_id"] = message.tool_call_id
+    return wire
 
 
 @dataclass

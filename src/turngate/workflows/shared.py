@@ -101,10 +101,11 @@ class ProviderCallInput(_Model):
     correlation_id: str
     provider: str
     model: str
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]  # ChatMessage dumps (a tool loop's carry tool calls)
     # The conversation (gen_ai.conversation.id on the provider span); None in older histories.
     thread_id: str | None = None
     max_tokens: int | None = None
+    temperature: float | None = None  # the client's, when it asked for one
     tools: list[dict[str, Any]] = Field(default_factory=list)
     # The current message was over the inline limit: the activity reads it from this artifact.
     message_artifact: dict[str, Any] | None = None

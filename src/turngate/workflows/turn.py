@@ -19,7 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 
 with workflow.unsafe.imports_passed_through():
     from turngate.artifacts.deadline import MAX_ARTIFACT_DEADLINE_S
-    from turngate.core.assembly import assemble
+    from turngate.core.assembly import assemble, uses_tool_messages
     from turngate.core.client_context import (
         REASON_INVALID_CLIENT_CONTEXT,
         ClientContext,
@@ -74,6 +74,8 @@ with workflow.unsafe.imports_passed_through():
 
 #: workflow.patched id: the offered tool definitions count against the token budget.
 PATCH_TOOLS_IN_BUDGET = "tools-in-token-budget"
+#: workflow.patched id: tool calls and tool results are sent as tool messages (a tool loop).
+PATCH_TOOL_LOOP = "tool-loop-messages"
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
 # Steps that also write artifacts: their writes end by the boundary's artifact deadline (at most
 # 60 s, then SYSTEM_ERROR), the ledger work around them gets the usual step timeout on top.
@@ -175,6 +177,9 @@ class TurnWorkflow:
                 external=external.items if external is not None else (),
                 client_messages=client.messages if client is not None else (),
                 tool_definitions=[spec.definition() for spec in counted],
+                tool_results=client.tool_results if client is not None else (),
+                tool_messages=uses_tool_messages(outcome.resolution, client)
+                and workflow.patched(PATCH_TOOL_LOOP),
             )
         run_id = workflow.info().run_id
         if assembly is not None:
@@ -224,6 +229,7 @@ class TurnWorkflow:
             model=model.resolved_model_id or "",
             messages=[m.model_dump() for m in assembly.messages],
             max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
+            temperature=client.temperature if client is not None else None,
             tools=[spec.definition() for spec in offered],
             message_artifact=_message_artifact(envelope),
             output_safety=output_safety_rules(prompts if system is not None else None),

@@ -6,6 +6,10 @@ match is by the sha256 of the text (for offloaded texts, the artifact's sha256),
 message is looked for after the event the previous match found, so one recorded exchange is
 never matched twice. What matches nothing is returned as unmatched.
 
+A tool loop matches too: an assistant message with tool calls matches the EXECUTION that
+recorded exactly those calls (ids, names, arguments) and that text; a run of consecutive tool
+messages matches the INTENT that recorded exactly those results (``client_context.tool_results``).
+
 Pure: the caller fetches the thread's events.
 """
 
@@ -16,15 +20,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from turngate.core.canonical import digest
+from turngate.core.client_context import (
+    ClientToolCall,
+    ClientToolResult,
+    recorded_tool_calls,
+    tool_results_of,
+)
 from turngate.core.events import Event, EventKind
 from turngate.core.policy import intent_message
 
 
 @dataclass(frozen=True)
 class HistoryMessage:
-    position: int  # index in the request's ``messages``
-    role: Literal["user", "assistant"]
+    position: int  # index in the request's ``messages`` (of the first, for a run of tool results)
+    role: Literal["user", "assistant", "tool"]
     content: str
+    tool_calls: tuple[ClientToolCall, ...] = ()  # an assistant message's calls
+    tool_results: tuple[ClientToolResult, ...] = ()  # a run of tool messages
+
+    def fingerprint(self) -> str:
+        if self.role == "tool":
+            return _results_fingerprint(self.tool_results)
+        if self.tool_calls:
+            return _calls_fingerprint(_sha256_hex(self.content), self.tool_calls)
+        return _sha256_hex(self.content)
 
 
 @dataclass(frozen=True)
@@ -38,50 +58,71 @@ def _sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _calls_fingerprint(text_sha256: str, calls: Sequence[ClientToolCall]) -> str:
+    return "calls:" + digest({"text": text_sha256, "calls": [call.model_dump(mode="json") for call in calls]})
+
+
+def _results_fingerprint(results: Sequence[ClientToolResult]) -> str:
+    return "results:" + digest([result.model_dump(mode="json") for result in results])
+
+
 def _pointer_hex(pointer: Any) -> str | None:
     if not isinstance(pointer, Mapping) or not isinstance(pointer.get("sha256"), str):
         return None
     return str(pointer["sha256"]).removeprefix("sha256:")
 
 
-def _text_digests(event: Event) -> set[str]:
-    """The sha256 (hex) of the text this event stands for: a user's message or an answer."""
-    found: set[str] = set()
+def _intent_fingerprint(event: Event) -> str | None:
+    results = tool_results_of(event.payload)
+    if results:
+        return _results_fingerprint(results)
+    body = event.payload.get("payload")
+    if isinstance(body, Mapping) and body.get("message_truncated"):
+        return _pointer_hex(body.get("message_artifact"))
+    message = intent_message(event)
+    return _sha256_hex(message) if message else None
+
+
+def _execution_fingerprint(event: Event) -> str | None:
+    if event.payload.get("error"):
+        return None
+    pointer = _pointer_hex(event.payload.get("output_artifact"))
+    text = event.payload.get("output_text")
+    text_hex = pointer if pointer and event.payload.get("output_truncated") else None
+    if text_hex is None and isinstance(text, str):
+        text_hex = _sha256_hex(text)
+    calls = recorded_tool_calls(event.payload)
+    if calls and text_hex is not None:
+        return _calls_fingerprint(text_hex, calls)
+    return text_hex if text else None
+
+
+def _fingerprint(event: Event) -> str | None:
+    """What this event stands for in a ``messages`` list: a user's message, an answer, tool calls
+    or tool results."""
     if event.kind == EventKind.INTENT:
-        body = event.payload.get("payload")
-        message = intent_message(event)
-        if isinstance(body, Mapping) and body.get("message_truncated"):
-            pointer = _pointer_hex(body.get("message_artifact"))
-            if pointer:
-                found.add(pointer)
-        elif message:
-            found.add(_sha256_hex(message))
-    elif event.kind == EventKind.EXECUTION and not event.payload.get("error"):
-        pointer = _pointer_hex(event.payload.get("output_artifact"))
-        text = event.payload.get("output_text")
-        if pointer and event.payload.get("output_truncated"):
-            found.add(pointer)
-        elif isinstance(text, str) and text:
-            found.add(_sha256_hex(text))
-    return found
+        return _intent_fingerprint(event)
+    if event.kind == EventKind.EXECUTION:
+        return _execution_fingerprint(event)
+    return None
 
 
-_KIND_FOR_ROLE = {"user": EventKind.INTENT, "assistant": EventKind.EXECUTION}
+_KIND_FOR_ROLE = {"user": EventKind.INTENT, "tool": EventKind.INTENT, "assistant": EventKind.EXECUTION}
 
 
 def match_history(history: Sequence[HistoryMessage], events: Sequence[Event]) -> HistoryMatch:
     """Match ``history`` (in request order) against the thread's ``events`` (by index)."""
     ordered = sorted(events, key=lambda event: event.index)
-    digests = [_text_digests(event) for event in ordered]
+    fingerprints = [_fingerprint(event) for event in ordered]
     cursor = 0
     refs: list[str] = []
     unmatched: list[HistoryMessage] = []
     last_turn: str | None = None
     for message in history:
-        wanted = _sha256_hex(message.content)
+        wanted = message.fingerprint()
         kind = _KIND_FOR_ROLE[message.role]
         hit = next(
-            (i for i in range(cursor, len(ordered)) if ordered[i].kind == kind and wanted in digests[i]),
+            (i for i in range(cursor, len(ordered)) if ordered[i].kind == kind and fingerprints[i] == wanted),
             None,
         )
         if hit is None:

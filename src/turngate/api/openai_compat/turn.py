@@ -1,6 +1,9 @@
 """An OpenAI Chat Completions request -> the intent envelope of one turn.
 
-The last message is the turn's message (it must be a user message). Earlier user/assistant
+The last message is the turn's message (it must be a user message), or the last messages are the
+results of the tool calls of the assistant message before them (a tool loop continues: they are
+recorded as ``client_context.tool_results`` and the message is their contents joined). A
+``temperature`` is recorded in the client context too (only when sent). Earlier user/assistant
 messages that match recorded events of the thread become declared refs; the rest is refused or
 recorded as client context (``TURNGATE_OPENAI_UNMATCHED_HISTORY``). System (and developer)
 messages are recorded as client context and placed after the prompt pack's system prompt, or
@@ -10,16 +13,23 @@ refused (``TURNGATE_OPENAI_CLIENT_SYSTEM``). Function tools are recorded as clie
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from turngate.api.openai_compat.history import HistoryMatch, HistoryMessage, match_history
-from turngate.api.openai_compat.wire import ChatCompletionRequest
-from turngate.core.client_context import CLIENT_CONTEXT_KEY, ClientMessage, ClientTool
+from turngate.api.openai_compat.wire import ChatCompletionRequest, RequestMessage
+from turngate.core.client_context import (
+    CLIENT_CONTEXT_KEY,
+    ClientMessage,
+    ClientTool,
+    ClientToolCall,
+    ClientToolResult,
+)
 from turngate.core.events import AdmissionError, Event
 from turngate.ledger import LedgerStore
 from turngate.ledger.store import MAX_PAGE
@@ -49,39 +59,139 @@ class _Split:
     current: str
     system: list[ClientMessage]
     history: list[HistoryMessage]
+    tool_results: list[ClientToolResult]  # this turn's input when it continues a tool loop
+
+
+def _tool_calls(message: RequestMessage, position: int) -> tuple[ClientToolCall, ...]:
+    calls: list[ClientToolCall] = []
+    for call in message.tool_calls or ():
+        try:
+            arguments = json.loads(call.function.arguments or "{}")
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            raise AdmissionError(
+                "openai.invalid_tool_call",
+                f"messages[{position}]: the arguments of tool call {call.id!r} are not a JSON object",
+                f"messages[{position}].tool_calls",
+            )
+        calls.append(ClientToolCall(id=call.id, name=call.function.name, arguments=arguments))
+    return tuple(calls)
+
+
+def _tool_result(message: RequestMessage, position: int) -> ClientToolResult:
+    if message.tool_call_id is None:
+        raise AdmissionError(
+            "openai.invalid_tool_message",
+            f"messages[{position}]: a tool message must name the call it answers (tool_call_id)",
+            f"messages[{position}].tool_call_id",
+        )
+    return ClientToolResult(tool_call_id=message.tool_call_id, content=message.text(position) or "")
+
+
+def _answered_calls(chat: ChatCompletionRequest, first_result: int) -> set[str]:
+    """The call ids the trailing tool results may answer: those of the assistant message just
+    before them."""
+    before = chat.messages[first_result - 1] if first_result > 0 else None
+    if before is None or before.role != "assistant" or not before.tool_calls:
+        raise AdmissionError(
+            "openai.orphan_tool_result",
+            f"messages[{first_result}]: tool results must follow the assistant message whose tool "
+            "calls they answer",
+            f"messages[{first_result}]",
+        )
+    return {call.id for call in before.tool_calls}
+
+
+def _current(chat: ChatCompletionRequest) -> tuple[str, list[ClientToolResult], int]:
+    """The turn's input: the last user message, or the trailing run of tool results (a tool loop
+    continues); and where the earlier messages end."""
+    messages = chat.messages
+    first = len(messages)
+    while first > 0 and messages[first - 1].role == "tool":
+        first -= 1
+    last = len(messages) - 1
+    if first <= last:
+        results = [_tool_result(messages[i], i) for i in range(first, len(messages))]
+        calls = _answered_calls(chat, first)
+        for offset, result in enumerate(results):
+            if result.tool_call_id not in calls:
+                raise AdmissionError(
+                    "openai.orphan_tool_result",
+                    f"messages[{first + offset}]: tool_call_id {result.tool_call_id!r} answers no "
+                    "call of the assistant message before it",
+                    f"messages[{first + offset}].tool_call_id",
+                )
+        current = "\n\n".join(result.content for result in results)
+        if not current.strip():
+            raise AdmissionError(
+                "admission.empty_message", "the tool results are empty", f"messages[{first}]"
+            )
+        return current, results, first
+    if messages[last].role != "user":
+        raise AdmissionError(
+            "openai.last_message_not_user",
+            f"messages[{last}] is a {messages[last].role!r} message; a turn is one user message "
+            "(or the results of the tool calls before it), sent last",
+            f"messages[{last}]",
+        )
+    current = messages[last].text(last) or ""
+    if not current.strip():
+        raise AdmissionError("admission.empty_message", "the last user message is empty", f"messages[{last}]")
+    return current, [], last
 
 
 def _split(chat: ChatCompletionRequest) -> _Split:
-    *earlier, last = chat.messages
-    position = len(chat.messages) - 1
-    if last.role != "user":
-        raise AdmissionError(
-            "openai.last_message_not_user",
-            f"messages[{position}] is a {last.role!r} message; a turn is one user message, sent last",
-            f"messages[{position}]",
-        )
-    current = last.text(position) or ""
-    if not current.strip():
-        raise AdmissionError(
-            "admission.empty_message", "the last user message is empty", f"messages[{position}]"
-        )
+    current, tool_results, end = _current(chat)
     system: list[ClientMessage] = []
     history: list[HistoryMessage] = []
-    for index, message in enumerate(earlier):
+    for index, message in enumerate(chat.messages[:end]):
         text = message.text(index)
         if message.role in ("system", "developer") and text:
             system.append(ClientMessage(role="system", content=text, source="system"))
-        elif message.role in ("user", "assistant") and text and not message.tool_calls:
+        elif message.role == "tool":
+            result = _tool_result(message, index)
+            run = history[-1] if history and history[-1].role == "tool" else None
+            if run is None or run.position + len(run.tool_results) != index:  # not consecutive
+                history.append(
+                    HistoryMessage(position=index, role="tool", content="", tool_results=(result,))
+                )
+            else:
+                history[-1] = replace(run, tool_results=(*run.tool_results, result))
+        elif message.role == "assistant" and message.tool_calls:
+            calls = _tool_calls(message, index)
+            history.append(
+                HistoryMessage(position=index, role="assistant", content=text or "", tool_calls=calls)
+            )
+        elif message.role in ("user", "assistant") and text:
             history.append(HistoryMessage(position=index, role=message.role, content=text))
         else:
             raise AdmissionError(
                 "openai.unsupported_message",
-                f"messages[{index}]: a {message.role!r} message "
-                f"{'with tool calls ' if message.tool_calls else ''}cannot be recorded "
-                "(earlier messages must be system, user or assistant text)",
+                f"messages[{index}]: a {message.role!r} message cannot be recorded (earlier messages "
+                "must be system, user or assistant text, assistant tool calls or tool results)",
                 f"messages[{index}]",
             )
-    return _Split(current=current, system=system, history=history)
+    return _Split(current=current, system=system, history=history, tool_results=tool_results)
+
+
+def _client_messages(message: HistoryMessage) -> list[ClientMessage]:
+    """An unmatched history message as client context (a run of tool results: one each)."""
+    if message.role == "tool":
+        return [
+            ClientMessage(
+                role="tool", content=r.content, tool_call_id=r.tool_call_id, source="unmatched_history"
+            )
+            for r in message.tool_results
+        ]
+    return [
+        ClientMessage(
+            role=message.role,
+            content=message.content,
+            tool_calls=message.tool_calls,
+            source="unmatched_history",
+        )
+    ]
 
 
 def _client_tools(chat: ChatCompletionRequest) -> list[ClientTool]:
@@ -92,8 +202,8 @@ def _client_tools(chat: ChatCompletionRequest) -> list[ClientTool]:
     if not chat.tools or chat.tool_choice == "none":
         return []
     tools: list[ClientTool] = []
-    for index, tool in enumerate(chat.tools):
-        function = tool.function
+    for index, requested in enumerate(chat.tools):
+        function = requested.function
         try:
             tool = ClientTool(
                 name=function.name,
@@ -167,16 +277,20 @@ def plan_turn(
             "or let the gateway record them as client context (TURNGATE_OPENAI_UNMATCHED_HISTORY=record)",
             "messages",
         )
-    client_messages = [*split.system] + [
-        ClientMessage(role=m.role, content=m.content, source="unmatched_history") for m in match.unmatched
-    ]
+    client_messages = [*split.system] + [c for m in match.unmatched for c in _client_messages(m)]
     inputs: dict[str, Any] = {}
-    if client_messages or tools:
-        inputs[CLIENT_CONTEXT_KEY] = {
+    if client_messages or tools or split.tool_results or chat.temperature is not None:
+        context: dict[str, Any] = {
             "source": CLIENT_CONTEXT_SOURCE,
             "messages": [m.model_dump(mode="json") for m in client_messages],
             "tools": [t.model_dump(mode="json") for t in tools],
         }
+        # Only when sent: an intent without them keeps the bytes (and digest) it always had.
+        if split.tool_results:
+            context["tool_results"] = [r.model_dump(mode="json") for r in split.tool_results]
+        if chat.temperature is not None:
+            context["temperature"] = chat.temperature
+        inputs[CLIENT_CONTEXT_KEY] = context
     max_tokens = chat.max_completion_tokens or chat.max_tokens
     thread_id = thread or correlation_id
     payload: dict[str, Any] = {

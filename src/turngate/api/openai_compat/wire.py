@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from turngate.core.client_context import recorded_tool_calls
 from turngate.core.events import AdmissionError, Event
 
 #: OpenAI error ``type`` per HTTP status class (what SDKs show next to the message).
@@ -54,10 +55,22 @@ class ContentPart(_Open):
     text: str | None = None
 
 
+class RequestFunctionCall(_Open):
+    name: str
+    arguments: str = "{}"  # JSON text, as the SDK sends it back
+
+
+class RequestToolCall(_Open):
+    id: Annotated[str, Field(min_length=1, max_length=256)]
+    type: Literal["function"] = "function"
+    function: RequestFunctionCall
+
+
 class RequestMessage(_Open):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[RequestToolCall] | None = None
+    tool_call_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
 
     def text(self, position: int) -> str | None:
         """The message's text; parts other than text are refused."""
@@ -100,7 +113,7 @@ class ChatCompletionRequest(_Open):
     tool_choice: str | dict[str, Any] | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
-    temperature: float | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     metadata: dict[str, str] | None = None
     user: str | None = None
     n: int | None = None
@@ -146,17 +159,13 @@ def usage_of(execution: Event) -> dict[str, int]:
 
 def tool_calls_of(execution: Event) -> list[dict[str, Any]]:
     """The admitted tool calls in OpenAI's shape (arguments as a JSON string)."""
-    calls = execution.payload.get("tool_calls") or []
     return [
         {
-            "id": call.get("id") or f"call_{position}",
+            "id": call.id,
             "type": "function",
-            "function": {
-                "name": call["name"],
-                "arguments": json.dumps(call.get("arguments") or {}, ensure_ascii=False),
-            },
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
         }
-        for position, call in enumerate(calls)
+        for call in recorded_tool_calls(execution.payload)
     ]
 
 

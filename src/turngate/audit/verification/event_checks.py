@@ -38,8 +38,8 @@ from turngate.core.context import ContextConfig
 from turngate.core.decision import verify_decision
 from turngate.core.events import Event, EventKind
 from turngate.core.limits import EVENT_PAYLOAD_LIMIT_BYTES
-from turngate.core.manifest import ArtifactPointer
-from turngate.core.pointers import parse_pointer, server_pointers
+from turngate.core.manifest import ArtifactPointer, parse_pointer
+from turngate.core.pointers import server_pointers
 from turngate.ledger import LedgerStore
 from turngate.ledger.chain_check import CheckedRow, recompute_digest
 from turngate.ledger.schema import events
