@@ -4,6 +4,8 @@ server, a real worker and moto's S3 behind a proxy that stops answering (docs/AR
 
 - an activity's result that cannot be stored fails the activity for good within the artifact
   deadline, with the artifact error code: the workflow sees it and records it;
+- a local activity's result (turngate's are idempotent ledger steps) is retried until it can be
+  stored;
 - a payload the workflow itself sends or receives (its result, its input) fails that workflow
   task: Temporal retries it, each attempt bounded by the deadline and counted, and the workflow
   goes on once the store answers again.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -53,6 +55,16 @@ class ActivityResultWorkflow:
         return ["stored", False, ""]
 
 
+@workflow.defn(name="ClaimCheckLocalActivityResult")
+class LocalActivityResultWorkflow:
+    @workflow.run
+    async def run(self) -> int:
+        answer = await workflow.execute_local_activity(
+            big_answer, start_to_close_timeout=timedelta(seconds=30)
+        )
+        return len(answer)
+
+
 @workflow.defn(name="ClaimCheckEcho")
 class EchoWorkflow:
     @workflow.run
@@ -71,7 +83,7 @@ class Rig:
         return Worker(
             self.client,
             task_queue=self.task_queue,
-            workflows=[ActivityResultWorkflow, EchoWorkflow],
+            workflows=[ActivityResultWorkflow, LocalActivityResultWorkflow, EchoWorkflow],
             activities=[big_answer],
             workflow_runner=UnsandboxedWorkflowRunner(),
         )
@@ -81,14 +93,6 @@ class Rig:
         while len(self.failures) < count:
             assert time.monotonic() < ends, f"only {self.failures} after {timeout_s} s"
             await asyncio.sleep(0.1)
-
-
-@pytest.fixture
-def proxy(moto_endpoint: str) -> Iterator[MisbehavingProxy]:
-    host, port = moto_endpoint.removeprefix("http://").split(":")
-    proxied = MisbehavingProxy((host, int(port)))
-    yield proxied
-    proxied.close()
 
 
 @pytest.fixture
@@ -121,6 +125,21 @@ async def test_an_activity_result_the_store_cannot_take_fails_the_activity_for_g
     assert rig.failures == [("encode", "artifact.unavailable")]
 
 
+async def test_a_local_activity_result_is_retried_until_the_store_takes_it(rig: Rig) -> None:
+    rig.proxy.set_mode("stall")
+    async with rig.worker():
+        handle = await rig.client.start_workflow(
+            LocalActivityResultWorkflow.run,
+            id=f"claim-check-local-{uuid.uuid4().hex[:8]}",
+            task_queue=rig.task_queue,
+            execution_timeout=timedelta(seconds=120),
+        )
+        await rig.wait_for_failures(1)
+        rig.proxy.set_mode("forward")
+        assert await asyncio.wait_for(handle.result(), 60) == BIG
+    assert set(rig.failures) == {("encode", "artifact.unavailable")}
+
+
 async def test_a_workflow_result_the_store_cannot_take_is_retried_until_it_can(rig: Rig) -> None:
     rig.proxy.set_mode("stall")
     async with rig.worker():
@@ -134,7 +153,7 @@ async def test_a_workflow_result_the_store_cannot_take_is_retried_until_it_can(r
         await rig.wait_for_failures(1)
         rig.proxy.set_mode("forward")
         assert await asyncio.wait_for(handle.result(), 60) == "e" * BIG
-    assert {failure for failure in rig.failures} == {("encode", "artifact.unavailable")}
+    assert set(rig.failures) == {("encode", "artifact.unavailable")}
     failed = [
         event
         async for event in handle.fetch_history_events()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from temporalio.api.common.v1 import Payload
@@ -27,7 +26,7 @@ from turngate.core.canonical import digest_bytes
 
 DATA = b'{"manifest": "exact bytes"}'
 # Longer than any deadline below: when a call ends, the deadline ended it, not the client.
-SLOW_CLIENT = {"connect_timeout": 1.0, "read_timeout": 20.0, "max_attempts": 1}
+READ_TIMEOUT_S = 20.0
 DEADLINE_S = 1.5
 # A deadline ends a stuck call within its time plus one poll of the waiting thread; the rest is
 # scheduling noise on a busy machine.
@@ -35,17 +34,24 @@ SLACK_S = 1.5
 
 
 @pytest.fixture
-def proxy(moto_endpoint: str) -> Iterator[MisbehavingProxy]:
-    host, port = moto_endpoint.removeprefix("http://").split(":")
-    proxied = MisbehavingProxy((host, int(port)))
-    yield proxied
-    proxied.close()
-
-
-@pytest.fixture
 def store(proxy: MisbehavingProxy, moto_endpoint: str) -> S3ArtifactStore:
     bucket = new_bucket(moto_endpoint)
-    return S3ArtifactStore(bucket, "tg", endpoint_url=proxy.url, **SLOW_CLIENT)
+    return slow_store(bucket, proxy.url)
+
+
+def slow_store(bucket: str, endpoint: str) -> S3ArtifactStore:
+    return S3ArtifactStore(
+        bucket, "tg", endpoint_url=endpoint, connect_timeout=1, read_timeout=READ_TIMEOUT_S
+    )
+
+
+def recording_codec(store: S3ArtifactStore) -> tuple[ArtifactPayloadCodec, list[tuple[str, str]]]:
+    """A claim check under :data:`DEADLINE_S` and the failures it reports."""
+    failures: list[tuple[str, str]] = []
+    codec = ArtifactPayloadCodec(
+        store, deadline_s=DEADLINE_S, on_failure=lambda op, code: failures.append((op, code))
+    )
+    return codec, failures
 
 
 def big_payload(extra: int = 1) -> Payload:
@@ -115,10 +121,7 @@ async def test_the_claim_check_round_trips_through_a_healthy_store(store: S3Arti
 async def test_encode_against_a_silent_store_ends_at_the_deadline(
     proxy: MisbehavingProxy, store: S3ArtifactStore
 ) -> None:
-    failures: list[tuple[str, str]] = []
-    codec = ArtifactPayloadCodec(
-        store, deadline_s=DEADLINE_S, on_failure=lambda op, code: failures.append((op, code))
-    )
+    codec, failures = recording_codec(store)
     proxy.set_mode("stall")
     started = time.monotonic()
     with pytest.raises(PayloadStoreError) as caught:
@@ -167,10 +170,7 @@ async def test_a_store_back_within_the_deadline_is_not_an_error(
 async def test_decode_against_a_silent_store_is_retryable_and_bounded(
     proxy: MisbehavingProxy, store: S3ArtifactStore
 ) -> None:
-    failures: list[tuple[str, str]] = []
-    codec = ArtifactPayloadCodec(
-        store, deadline_s=DEADLINE_S, on_failure=lambda op, code: failures.append((op, code))
-    )
+    codec, failures = recording_codec(store)
     [pointer] = await codec.encode([big_payload()])
     proxy.set_mode("stall")
     started = time.monotonic()
@@ -188,7 +188,7 @@ async def test_decode_of_a_missing_payload_artifact_says_not_found(
 ) -> None:
     codec = ArtifactPayloadCodec(store, deadline_s=DEADLINE_S)
     [pointer] = await codec.encode([big_payload()])
-    other = S3ArtifactStore(new_bucket(moto_endpoint), "tg", endpoint_url=moto_endpoint, **SLOW_CLIENT)
+    other = slow_store(new_bucket(moto_endpoint), moto_endpoint)
     started = time.monotonic()
     with pytest.raises(PayloadStoreError) as caught:
         await ArtifactPayloadCodec(other, deadline_s=DEADLINE_S).decode([pointer])

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from temporalio import activity
@@ -113,21 +113,25 @@ class ArtifactPayloadCodec(PayloadCodec):
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         if all(payload.ByteSize() <= self._limit for payload in payloads):
             return list(payloads)
-        deadline = StorageDeadline(self._deadline_s)
-        try:
-            return [await self._encode_one(payload, deadline) for payload in payloads]
-        except ArtifactError as exc:
-            error = self._failed("encode", exc)
-            raise error from (None if error is exc else exc)
+        return await self._under_deadline("encode", self._encode_one, payloads)
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         if all(payload.metadata.get("encoding") != POINTER_ENCODING for payload in payloads):
             return list(payloads)
+        return await self._under_deadline("decode", self._decode_one, payloads)
+
+    async def _under_deadline(
+        self,
+        operation: CodecOperation,
+        convert: Callable[[Payload, StorageDeadline], Awaitable[Payload]],
+        payloads: Sequence[Payload],
+    ) -> list[Payload]:
+        """``convert`` each payload, all of them under one artifact deadline."""
         deadline = StorageDeadline(self._deadline_s)
         try:
-            return [await self._decode_one(payload, deadline) for payload in payloads]
+            return [await convert(payload, deadline) for payload in payloads]
         except ArtifactError as exc:
-            error = self._failed("decode", exc)
+            error = self._failed(operation, exc)
             raise error from (None if error is exc else exc)
 
     def _failed(self, operation: CodecOperation, exc: ArtifactError) -> PayloadStoreError:
