@@ -27,6 +27,7 @@ from turngate.artifacts.temporal_codec import turngate_data_converter
 from turngate.encryption import ENCRYPTION_OVERHEAD_BYTES, EncryptionCodec, EncryptionKeys, load_keys
 from turngate.settings import Settings
 from turngate.telemetry import temporal_interceptors, temporal_runtime
+from turngate.telemetry.metrics import default_metrics
 from turngate.workflows.shared import SEARCH_ATTRIBUTES
 
 log = logging.getLogger(__name__)
@@ -52,13 +53,23 @@ def encryption_keys(settings: Settings) -> EncryptionKeys | None:
 
 def data_converter(settings: Settings) -> DataConverter:
     """Pydantic payloads; any over 64 KiB go to the artifact store (the claim check in
-    artifacts/temporal_codec.py), and all are encrypted when TURNGATE_ENCRYPTION_KEYS(_FILE) is
-    set."""
+    artifacts/temporal_codec.py, its store calls bounded by TURNGATE_ARTIFACT_DEADLINE_S and
+    counted in ``turngate_payload_codec_failures`` when they fail), and all are encrypted when
+    TURNGATE_ENCRYPTION_KEYS(_FILE) is set."""
     keys = encryption_keys(settings)
     store = open_artifact_store(settings.effective_artifacts)
-    if keys is None:
-        return turngate_data_converter(store)
-    return turngate_data_converter(store, EncryptionCodec(keys), overhead_bytes=ENCRYPTION_OVERHEAD_BYTES)
+    encryption = EncryptionCodec(keys) if keys is not None else None
+    return turngate_data_converter(
+        store,
+        encryption,
+        overhead_bytes=ENCRYPTION_OVERHEAD_BYTES if keys is not None else 0,
+        deadline_s=settings.artifact_deadline_s,
+        on_failure=_count_codec_failure,
+    )
+
+
+def _count_codec_failure(operation: str, code: str) -> None:
+    default_metrics().payload_codec_failures.labels(operation=operation, code=code).inc()
 
 
 async def connect(settings: Settings) -> Client:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.faults.misbehaving_proxy import MisbehavingProxy
 from turngate.artifacts import BaseArtifactStore, LocalArtifactStore
 from turngate.core.manifest import ArtifactPointer
 
@@ -161,3 +162,12 @@ def s3_client(moto_endpoint: str) -> Any:
 @pytest.fixture
 def s3_bucket(moto_endpoint: str, s3_client: Any) -> str:
     return new_bucket(moto_endpoint, s3_client)
+
+
+@pytest.fixture
+def proxy(moto_endpoint: str) -> Iterator[MisbehavingProxy]:
+    """A proxy in front of moto's S3 that forwards until told to stall or answer 500."""
+    host, port = moto_endpoint.removeprefix("http://").split(":")
+    proxied = MisbehavingProxy((host, int(port)))
+    yield proxied
+    proxied.close()

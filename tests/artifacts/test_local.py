@@ -97,8 +97,10 @@ def test_an_unwritable_root_is_unavailable(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_bytes(b"")
     store = LocalArtifactStore(blocker / "artifacts")
-    with pytest.raises(ArtifactUnavailableError, match="write failed"):
+    with pytest.raises(ArtifactUnavailableError, match="write failed") as caught:
         store.put(DATA, kind="manifest")
+    assert caught.value.code == "artifact.unavailable"
+    assert str(tmp_path) not in str(caught.value)  # where the store lives is logged, not told
 
 
 def test_pointer_paths_cannot_escape_the_root(tmp_path: Path) -> None:

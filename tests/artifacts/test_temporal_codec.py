@@ -48,5 +48,19 @@ async def test_a_damaged_artifact_is_refused(tmp_path: Path) -> None:
     pointer = ArtifactPointer.model_validate_json(moved.data)
     path = tmp_path / pointer.path
     path.write_bytes(path.read_bytes()[:-1] + b"y")
-    with pytest.raises(PayloadArtifactError, match="hashes to"):
+    with pytest.raises(PayloadArtifactError, match="hashes to") as caught:
         await codec.decode([moved])
+    assert caught.value.code == caught.value.type == "artifact.mismatch"
+    assert not caught.value.non_retryable
+
+
+def test_failed_payload_calls_are_counted_in_the_process_metrics() -> None:
+    from turngate.telemetry.metrics import default_metrics
+    from turngate.temporal_client import _count_codec_failure
+
+    counter = default_metrics().payload_codec_failures.labels(operation="decode", code="artifact.not_found")
+    before = counter._value.get()
+    _count_codec_failure("decode", "artifact.not_found")
+    assert counter._value.get() == before + 1
+    exposed = default_metrics().exposition().decode()
+    assert 'turngate_payload_codec_failures_total{code="artifact.not_found",operation="decode"}' in exposed

@@ -124,10 +124,11 @@ class LedgerActivities:
         except ArtifactError as exc:
             missing = sorted({*inp.snapshots, *(["manifest"] if inp.manifest is not None else [])})
             # Transient failures were retried above, within the deadline: what arrives here is
-            # final, and the workflow records the step as SYSTEM_ERROR.
+            # final, and the workflow records the step as SYSTEM_ERROR. Where the store lives
+            # (a directory, an endpoint) stays out of the history: the backend logged it.
             raise ApplicationError(
                 f"the artifact store failed: {exc}",
-                {"missing_pointers": missing, "store": self._artifacts.describe()},
+                {"missing_pointers": missing},
                 type="artifact.unavailable",
                 non_retryable=True,
             ) from exc

@@ -219,7 +219,11 @@ def _mtime(st: os.stat_result) -> datetime:
 
 
 def _unavailable(action: str, target: Path, exc: OSError) -> ArtifactUnavailableError:
+    """The error callers see names the operation and the OS reason, never the file: where the
+    store lives on this machine is the operator's business (it is logged for them)."""
+    reason = exc.strerror or (errno.errorcode.get(exc.errno or 0) or type(exc).__name__)
+    logger.warning("artifact store %s failed for %s: %s", action, target.as_posix(), exc)
     return ArtifactUnavailableError(
-        f"artifact store {action} failed for {target.as_posix()}: {exc.strerror or exc}",
+        f"artifact store {action} failed: {reason}",
         retryable=exc.errno not in _PERMANENT_ERRNOS,
     )

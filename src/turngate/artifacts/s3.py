@@ -30,9 +30,14 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    HTTPClientError,
     NoCredentialsError,
     ParamValidationError,
     PartialCredentialsError,
+    ReadTimeoutError,
 )
 
 from turngate.artifacts.store import (
@@ -206,9 +211,7 @@ class S3ArtifactStore(BaseArtifactStore):
             raise self._wrap(exc, "put", key) from exc
         stored = self._head(key)
         if stored is None:
-            raise ArtifactUnavailableError(
-                f"S3 put of s3://{self.bucket}/{key} succeeded but the object is absent"
-            )
+            raise _unavailable("put", path, "succeeded but the object is absent", retryable=True)
         return stored
 
     def _read(self, path: str) -> bytes:
@@ -296,7 +299,12 @@ class S3ArtifactStore(BaseArtifactStore):
             return None
 
     def _wrap(self, exc: Exception, action: str, key: str) -> ArtifactError:
-        where = f"s3://{self.bucket}/{key}"
+        """The error callers see: the artifact's path in the store and a short reason, never the
+        endpoint, bucket or botocore's text (which names URLs); that detail is logged."""
+        where = key[len(self.prefix) :] if key.startswith(self.prefix) else key
+        logger.warning(
+            "S3 %s of s3://%s/%s failed: %s: %s", action, self.bucket, key, type(exc).__name__, exc
+        )
         if isinstance(exc, ClientError):
             code = _error_code(exc)
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
@@ -306,17 +314,31 @@ class S3ArtifactStore(BaseArtifactStore):
                 or code in _THROTTLE_CODES
                 or code in _DAMAGED_UPLOAD_CODES
             )
-            return ArtifactUnavailableError(
-                f"S3 {action} of {where} failed: {code or 'error'} (HTTP {status})", retryable=retryable
-            )
+            return _unavailable(action, where, f"{code or 'error'} (HTTP {status})", retryable=retryable)
         if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-            return ArtifactUnavailableError(
-                f"S3 {action} of {where} failed: no AWS credentials", retryable=False
-            )
+            return _unavailable(action, where, "no AWS credentials", retryable=False)
         if isinstance(exc, ParamValidationError):
-            return ArtifactUnavailableError(f"S3 {action} of {where} failed: {exc}", retryable=False)
+            return _unavailable(action, where, "invalid request parameters", retryable=False)
         # connection refused or reset, connect/read timeouts, a proxy that hung up: transient
-        return ArtifactUnavailableError(f"S3 {action} of {where} failed: {type(exc).__name__}: {exc}")
+        return _unavailable(action, where, _transport_reason(exc), retryable=True)
+
+
+def _unavailable(action: str, where: str, reason: str, *, retryable: bool) -> ArtifactUnavailableError:
+    target = f" of {where}" if where else ""
+    return ArtifactUnavailableError(f"S3 {action}{target} failed: {reason}", retryable=retryable)
+
+
+def _transport_reason(exc: Exception) -> str:
+    """What went wrong on the wire, in words that hold no URL."""
+    if isinstance(exc, ConnectTimeoutError):
+        return "connect timeout"
+    if isinstance(exc, ReadTimeoutError):
+        return "read timeout"
+    if isinstance(exc, EndpointConnectionError):
+        return "could not connect"
+    if isinstance(exc, ConnectionClosedError | HTTPClientError):
+        return "connection closed"
+    return type(exc).__name__
 
 
 def _error_code(exc: ClientError) -> str:

@@ -107,6 +107,12 @@ class TurngateMetrics:
             ["decision", "reason_code"],
             registry=r,
         )
+        self.payload_codec_failures = Counter(
+            "turngate_payload_codec_failures",
+            "Temporal payloads the claim check could not store or read back, by operation and code.",
+            ["operation", "code"],
+            registry=r,
+        )
         self.http_requests = Counter(
             "turngate_http_requests",
             "API requests by method, route template and status code.",
