@@ -24,7 +24,7 @@ from temporalio.converter import PayloadCodec
 
 from turngate.api.errors import error_response
 from turngate.artifacts import ArtifactError
-from turngate.artifacts.temporal_codec import PayloadArtifactError
+from turngate.artifacts.temporal_codec import PayloadArtifactError, PayloadStoreError
 from turngate.encryption import DecryptionError
 from turngate.settings import Settings
 from turngate.temporal_client import data_converter, encryption_keys
@@ -61,7 +61,11 @@ async def _apply(
         converted = await operation(codec)(list(payloads.payloads))
     except (DecryptionError, PayloadArtifactError) as exc:
         return error_response(422, "codec.undecryptable", str(exc))
-    except ArtifactError as exc:  # a payload over 64 KiB lives in the artifact store
+    except PayloadStoreError as exc:  # a payload over 64 KiB lives in the artifact store
+        if exc.code == "artifact.not_found":  # gone for good: retrying cannot help
+            return error_response(404, exc.code, str(exc))
+        return error_response(503, "artifact.unavailable", f"the artifact store could not be read: {exc}")
+    except ArtifactError as exc:
         return error_response(503, "artifact.unavailable", f"the artifact store could not be read: {exc}")
     body: dict[str, Any] = json_format.MessageToDict(Payloads(payloads=converted))
     return JSONResponse({"payloads": body.get("payloads", [])})
