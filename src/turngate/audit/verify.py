@@ -66,6 +66,7 @@ from turngate.audit.verify_parallel import (
     usable_cores,
 )
 from turngate.audit.verify_shadow import verify_shadows
+from turngate.audit.verify_spend import verify_spend
 from turngate.core.canonical import digest_bytes
 from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.decision import verify_decision
@@ -755,6 +756,8 @@ class _Audit:
         problems = verify_decision_reusing(payload, intent, candidates, cfg, self.digests)
         if not problems:  # its inputs verified: the shadow policies' entries are recomputed on them
             for problem in verify_shadows(payload, intent, candidates, cfg):
+                self.fail(AuditKind.DECISION_MISMATCH, index, cid, problem)
+            for problem in verify_spend(self.conn, payload, intent, index):  # docs/BUDGETS.md
                 self.fail(AuditKind.DECISION_MISMATCH, index, cid, problem)
             return
         if cid in found.candidates:
