@@ -262,3 +262,37 @@ async def test_eight_concurrent_clients_of_one_tenant_overshoot_by_no_more_than_
     per_turn = max(usages)
     assert sum(usages) <= LIMIT_TOKENS + (CLIENTS - 1) * per_turn
     assert sum(usages) > LIMIT_TOKENS - per_turn - 20  # the budget was used, not refused early
+
+
+async def test_status_and_metrics_show_spend_and_a_turn_without_alias_or_budget_records_none(
+    tmp_path, temporal_server, fakes
+) -> None:
+    async with spend_stack(tmp_path, temporal_server, fakes) as s:
+        plain = await s.turn("c-plain")
+        with s.ledger() as ledger:
+            budget = BudgetStore(ledger).set(
+                "acme", period="month", max_tokens=10_000, max_cost_micros=5_000_000
+            )
+            BudgetStore(ledger).set("globex", period="day", max_tokens=5)
+            admin = KeyStore(ledger.engine).create("*", "admin").secret
+        answer = await s.turn("c-smart", requested_model_id="smart")
+        mine = (await s.stack.http.get("/status", headers=s.headers)).json()
+        everyone = (await s.stack.http.get("/status", headers={"Authorization": f"Bearer {admin}"})).json()
+        metrics = (await s.stack.http.get("/metrics", headers={"Authorization": f"Bearer {admin}"})).text
+    assert "spend" not in plain["decision"]["payload"] and "spend" not in plain["execution"]["payload"]
+    execution = answer["execution"]["payload"]
+    tokens, cost_paid = execution["spend"]["tokens"], execution["spend"]["cost_micros"]
+    plain_usage = plain["execution"]["payload"]["usage"]
+    plain_tokens = plain_usage["input_tokens"] + plain_usage["output_tokens"]
+    [entry] = mine["budgets"]  # a tenant's key sees its own tenant's budgets only
+    assert entry["budget"]["budget_id"] == budget.budget_id
+    assert entry["settled"] == {"tokens": plain_tokens + tokens, "cost_micros": cost_paid}
+    assert entry["reserved"] == {"tokens": 0, "cost_micros": 0}
+    assert entry["remaining"] == {
+        "tokens": 10_000 - plain_tokens - tokens,
+        "cost_micros": 5_000_000 - cost_paid,
+    }
+    assert sorted(e["budget"]["tenant_id"] for e in everyone["budgets"]) == ["acme", "globex"]
+    line = 'turngate_spend_tokens_total{candidate="openai:gpt-x",model="smart",tenant="acme"}'
+    assert f"{line} {float(tokens)}" in metrics
+    assert 'turngate_spend_cost_micros_total{candidate="openai:gpt-x",model="smart",tenant="acme"}' in metrics
