@@ -34,7 +34,12 @@ SCENARIOS: dict[str, dict[str, object]] = {
         "llm_wall_clock_s": 1,
         "echo_delay_ms": 400,
     },
+    # A model alias (docs/BUDGETS.md): the DECISION records a spend plan, the provider step
+    # runs through the candidate loop (both turns ask for the alias, see CHAT).
+    "spend_alias": {"models_file": Path(__file__).parent / "spend_models.json"},
 }
+#: Intent fields a scenario's turns send.
+CHAT: dict[str, dict[str, object]] = {"spend_alias": {"requested_model_id": "pair"}}
 
 
 async def record(names: list[str]) -> None:
@@ -47,13 +52,15 @@ async def record(names: list[str]) -> None:
             overrides = SCENARIOS[name]
             settings = make_settings(Path(tempfile.mkdtemp()), server.address, **overrides)
             async with running_stack(settings) as stack:
-                await stack.chat("What is 2+2?", correlation_id="c-1", thread_id="t")
+                extra = CHAT.get(name, {})
+                await stack.chat("What is 2+2?", correlation_id="c-1", thread_id="t", **extra)
                 resp = await stack.chat(
                     "Explain more, please take your time",
                     correlation_id="c-2",
                     thread_id="t",
                     parent_turn_id="c-1",
                     declared_refs=[{"ref_id": "c-1"}, {"ref_type": "execution", "ref_id": "c-1"}],
+                    **extra,
                 )
                 workflow_id = resp.json()["workflow_id"]
             history = await client.get_workflow_handle(workflow_id).fetch_history()

@@ -23,6 +23,7 @@ COMPATIBLE = [
     "llm_timeout",
     "local_provider",
     "local_provider_timeout",
+    "spend_alias",
 ]
 
 
