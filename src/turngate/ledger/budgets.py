@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from sqlalchemy import Connection, func, insert, select
 
@@ -82,7 +83,7 @@ class BudgetStore:
             if value is not None and value < 0:
                 raise SpendError("budget.invalid_limit", f"--{name} must be >= 0")
         start, end = _window(period, window_start, window_end)
-        values = {
+        values: dict[str, Any] = {
             "tenant_id": tenant,
             "key_id": key_id,
             "period": period,
@@ -149,8 +150,8 @@ def spend_rows(conn: Connection, tenant_id: str, position: int, since: str) -> l
     keys = _intent_keys(conn, sorted({row.correlation_id for row in found}))
     return [
         SpendRow(
-            index=int(row.index),
-            kind=row.kind,
+            index=int(row._mapping["index"]),
+            kind=row._mapping["kind"],
             correlation_id=row.correlation_id,
             tenant_id=row.tenant_id,
             key_id=keys.get(row.correlation_id),

@@ -32,7 +32,7 @@ def load_models_file(path: Path | str | None) -> ModelsConfig | None:
 def _decode(file: Path, text: str) -> Any:
     if file.suffix.lower() in (".yaml", ".yml"):
         try:
-            import yaml
+            import yaml  # type: ignore[import-untyped,unused-ignore]
         except ImportError as exc:
             raise SpendError(
                 "models.yaml_unavailable", "reading YAML needs PyYAML (pip install pyyaml)"

@@ -171,9 +171,9 @@ async def execute_plan(
             )
             continue
         break
-    usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
-    input_tokens = usage.get("input_tokens") or 0
-    output_tokens = usage.get("output_tokens") or 0
+    usage = payload.get("usage")
+    input_tokens = (usage.get("input_tokens") if isinstance(usage, dict) else None) or 0
+    output_tokens = (usage.get("output_tokens") if isinstance(usage, dict) else None) or 0
     payload["spend"] = {
         "alias": plan.alias,
         "candidate": candidate,
