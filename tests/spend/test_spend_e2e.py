@@ -279,7 +279,9 @@ async def test_status_and_metrics_show_spend_and_a_turn_without_alias_or_budget_
         mine = (await s.stack.http.get("/status", headers=s.headers)).json()
         everyone = (await s.stack.http.get("/status", headers={"Authorization": f"Bearer {admin}"})).json()
         metrics = (await s.stack.http.get("/metrics", headers={"Authorization": f"Bearer {admin}"})).text
+        listed = (await s.stack.http.get("/v1/models", headers=s.headers)).json()
     assert "spend" not in plain["decision"]["payload"] and "spend" not in plain["execution"]["payload"]
+    assert {"cheap", "smart"} <= {m["id"] for m in listed["data"]}  # aliases are offered as models
     execution = answer["execution"]["payload"]
     tokens, cost_paid = execution["spend"]["tokens"], execution["spend"]["cost_micros"]
     plain_usage = plain["execution"]["payload"]["usage"]
