@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
@@ -213,8 +214,10 @@ def budgets_for(
 # --------------------------------------------------------------------------- counting spend
 
 
-class SpendRow(_Frozen):
-    """A DECISION or EXECUTION as spend counting reads it."""
+@dataclass(frozen=True, slots=True)
+class SpendRow:
+    """A DECISION or EXECUTION as spend counting reads it (a plain dataclass: a busy tenant's
+    period has many of them, and validation is the ledger's business)."""
 
     index: int
     kind: str
@@ -236,19 +239,24 @@ def execution_tokens(payload: Mapping[str, Any]) -> int:
     )
 
 
-def recorded_spend(payload: Mapping[str, Any]) -> Spend:
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def recorded_spend(payload: Mapping[str, Any]) -> tuple[int, int]:
     """What one EXECUTION spent: its usage tokens and its recorded cost (0 without a price)."""
     spend = payload.get("spend")
-    cost = spend.get("cost_micros") if isinstance(spend, Mapping) else None
-    return Spend(tokens=execution_tokens(payload), cost_micros=cost if isinstance(cost, int) else 0)
+    return execution_tokens(payload), _int(spend.get("cost_micros")) if isinstance(spend, Mapping) else 0
 
 
-def _reserve_of(payload: Mapping[str, Any]) -> Spend | None:
+def _reserve_of(payload: Mapping[str, Any]) -> tuple[int, int] | None:
     plan = payload.get("spend")
     if payload.get("decision") != "ALLOW" or not isinstance(plan, Mapping):
         return None
     reserve = plan.get("reserve")
-    return Spend.model_validate(reserve) if isinstance(reserve, Mapping) else None
+    if not isinstance(reserve, Mapping):
+        return None
+    return _int(reserve.get("tokens")), _int(reserve.get("cost_micros"))
 
 
 def count_spend(
@@ -256,9 +264,14 @@ def count_spend(
 ) -> tuple[Spend, Spend]:
     """``(settled, reserved)`` for ``budget`` over the ledger before ``position``: the usage of
     the scope's EXECUTIONs recorded in the window, and the reserves of its ALLOWed DECISIONs in
-    the window whose EXECUTION is not recorded before ``position``."""
-    start, end = parse_iso(window[0]), parse_iso(window[1])
-    settled, reserves, executed = Spend(), {}, set()
+    the window whose EXECUTION is not recorded before ``position``. Plain integer sums: a busy
+    tenant's period has many rows."""
+    # Both sides are ISO-8601 UTC with microseconds and "Z" (the ledger's own format): they
+    # compare as text, in time order.
+    start, end = iso(parse_iso(window[0])), iso(parse_iso(window[1]))
+    tokens = cost = 0
+    reserves: dict[str, tuple[int, int]] = {}
+    executed: set[str] = set()
     for row in rows:
         if row.index >= position or row.tenant_id != budget.tenant_id:
             continue
@@ -266,17 +279,18 @@ def count_spend(
             continue
         if row.kind == "EXECUTION":
             executed.add(row.correlation_id)
-        if not start <= parse_iso(row.created_at) < end:
+        if not start <= row.created_at < end:
             continue
         if row.kind == "EXECUTION":
-            settled += recorded_spend(row.payload)
+            spent_tokens, spent_cost = recorded_spend(row.payload)
+            tokens, cost = tokens + spent_tokens, cost + spent_cost
         elif row.kind == "DECISION" and (reserve := _reserve_of(row.payload)) is not None:
             reserves[row.correlation_id] = reserve
-    reserved = Spend()
-    for correlation_id, reserve in sorted(reserves.items()):
-        if correlation_id not in executed:
-            reserved += reserve
-    return settled, reserved
+    held = [reserve for cid, reserve in reserves.items() if cid not in executed]
+    return (
+        Spend(tokens=tokens, cost_micros=cost),
+        Spend(tokens=sum(r[0] for r in held), cost_micros=sum(r[1] for r in held)),
+    )
 
 
 # --------------------------------------------------------------------------- the plan

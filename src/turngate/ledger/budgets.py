@@ -127,9 +127,11 @@ def _window(period: str, start: str | None, end: str | None) -> tuple[str | None
     return iso(begins), iso(ends)
 
 
-def spend_rows(conn: Connection, tenant_id: str, position: int, since: str) -> list[SpendRow]:
+def spend_rows(
+    conn: Connection, tenant_id: str, position: int, since: str, *, with_keys: bool = True
+) -> list[SpendRow]:
     """The tenant's DECISIONs and EXECUTIONs before ``position`` recorded at ``since`` or later,
-    each with the key id of its turn's INTENT."""
+    each with the key id of its turn's INTENT (``with_keys``; else None: no key budget asks)."""
     found = conn.execute(
         select(
             events.c.index,
@@ -147,7 +149,7 @@ def spend_rows(conn: Connection, tenant_id: str, position: int, since: str) -> l
         )
         .order_by(events.c.index)
     ).all()
-    keys = _intent_keys(conn, sorted({row.correlation_id for row in found}))
+    keys = _intent_keys(conn, sorted({row.correlation_id for row in found})) if with_keys else {}
     return [
         SpendRow(
             index=int(row._mapping["index"]),
@@ -183,7 +185,8 @@ def recount(
     checks = list(checks)
     if not checks:
         return {}
-    rows = spend_rows(conn, tenant_id, position, min(start for _, start, _ in checks))
+    with_keys = any(budget.key_id is not None for budget, _, _ in checks)
+    rows = spend_rows(conn, tenant_id, position, min(start for _, start, _ in checks), with_keys=with_keys)
     return {
         budget.budget_id: count_spend(rows, budget, (start, end), position) for budget, start, end in checks
     }
