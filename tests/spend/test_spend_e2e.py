@@ -21,6 +21,7 @@ import pytest
 
 from tests.fakes import FakeAnthropicServer, FakeOpenAIServer, fake_anthropic, fake_openai
 from tests.stack import Stack, envelope, make_settings, running_stack
+from turngate.audit.replay import replay_turn
 from turngate.audit.verify import verify_all
 from turngate.core.context import load_context_config
 from turngate.ledger import LedgerStore
@@ -165,6 +166,12 @@ async def test_over_its_daily_token_budget_a_tenant_gets_a_recorded_deny_that_ve
         with s.ledger() as ledger:
             verify_clean(ledger)
             head = ledger.head()[0]
+            replayed = replay_turn(
+                ledger,
+                "c-2",
+                context_config=load_context_config(None, {}),
+                policy_module="turngate.policies.allow_all",
+            )
     assert first["decision"]["payload"]["decision"] == "ALLOW"
     plan = first["decision"]["payload"]["spend"]
     assert plan["alias"] is None and plan["budgets"][0]["budget"]["budget_id"] == budget.budget_id
@@ -176,6 +183,9 @@ async def test_over_its_daily_token_budget_a_tenant_gets_a_recorded_deny_that_ve
     assert denied["error"]["budget_id"] == budget.budget_id
     assert first["execution"]["index"] < denied["error"]["position"] <= second["decision"]["index"] < head
     assert "execution" not in second
+    # `turngate replay turn` recounts it too, and expects the workflow's DENY after the policy's ALLOW.
+    checks = {check.name: check.status for check in replayed.checks}
+    assert replayed.ok and checks["budget"] == "pass" and checks["decision"] == "pass", replayed.checks
 
 
 async def test_verify_reports_a_budget_check_that_does_not_recompute(
