@@ -71,7 +71,9 @@ def fakes() -> Iterator[tuple[FakeOpenAIServer, FakeAnthropicServer]]:
 
 
 @asynccontextmanager
-async def spend_stack(tmp_path: Path, temporal_server: Any, fakes: Any) -> AsyncIterator[SpendStack]:
+async def spend_stack(
+    tmp_path: Path, temporal_server: Any, fakes: Any, **overrides: Any
+) -> AsyncIterator[SpendStack]:
     openai, anthropic = fakes
     models = tmp_path / "models.json"
     models.write_text(json.dumps(MODELS))
@@ -85,6 +87,7 @@ async def spend_stack(tmp_path: Path, temporal_server: Any, fakes: Any) -> Async
         anthropic_base_url=anthropic.base_url,
         default_provider="openai",
         models_file=models,
+        **overrides,
     )
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with LedgerStore(settings.effective_ledger_url) as ledger:
@@ -135,6 +138,15 @@ async def test_a_503_falls_back_and_the_execution_names_the_second_candidate(
     assert len(s.openai.requests) == 1 and len(s.anthropic.requests) == 1  # one attempt, then the next
     with s.ledger() as ledger:
         verify_clean(ledger)
+
+
+async def test_a_candidate_past_its_wall_clock_falls_back(tmp_path, temporal_server, fakes) -> None:
+    async with spend_stack(tmp_path, temporal_server, fakes, llm_wall_clock_s=1) as s:
+        s.openai.delay_s = 3.0
+        answer = await s.turn("c-slow", requested_model_id="smart")
+    spend = answer["execution"]["payload"]["spend"]
+    assert spend["candidate"] == "anthropic:claude-y"
+    assert spend["failed"] == [{"candidate": "openai:gpt-x", "code": "llm.timeout", "status_code": None}]
 
 
 async def test_a_400_does_not_fall_back(tmp_path, temporal_server, fakes) -> None:
