@@ -20,7 +20,7 @@ from turngate.ledger.budgets import BudgetStore
 
 def budgets(ledger: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "turngate", "budgets", "--ledger-url", ledger, *args],
+        [sys.executable, "-m", "turngate", "budgets", *args, "--ledger-url", ledger],
         capture_output=True,
         text=True,
         timeout=60,
@@ -80,7 +80,7 @@ def test_set_then_show_lists_the_budget_in_effect_with_its_spend(ledger: str) ->
 )
 def test_bad_input_exits_2_with_its_code(ledger: str, args: list[str], code: str, capsys) -> None:
     # In process (the same parser and command as the console script; a process per case is slow).
-    parsed = build_parser().parse_args(["budgets", "--ledger-url", ledger, "set", *args])
+    parsed = build_parser().parse_args(["budgets", "set", *args, "--ledger-url", ledger])
     assert asyncio.run(parsed.run(parsed)) == 2
     assert code in capsys.readouterr().err
 

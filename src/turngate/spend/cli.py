@@ -81,12 +81,16 @@ async def cmd_budgets_show(args: argparse.Namespace) -> int:
 
 def add_budgets_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     budgets = sub.add_parser("budgets", help="set and show token and cost budgets per tenant and API key")
-    budgets.add_argument("--ledger-url", default=None, help="default: TURNGATE_LEDGER_URL / the data dir")
     verbs = budgets.add_subparsers(dest="budgets_command", required=True, metavar="VERB")
     put = verbs.add_parser("set", help="record a budget (a new record; the latest of a scope is in effect)")
-    put.add_argument("--tenant", required=True)
+    put.add_argument("--tenant", required=True, help="the tenant the budget belongs to")
     put.add_argument("--key", default=None, help="an API key id: a budget of that key alone")
-    put.add_argument("--period", choices=["day", "month", "window"], default="day", help="UTC day or month")
+    put.add_argument(
+        "--period",
+        choices=["day", "month", "window"],
+        default="day",
+        help="UTC day or month, or a fixed window (--from, --until)",
+    )
     put.add_argument("--from", dest="window_from", default=None, help="--period window: start (ISO-8601)")
     put.add_argument("--until", dest="window_until", default=None, help="--period window: end (ISO-8601)")
     put.add_argument("--max-tokens", type=int, default=None, help="input + output tokens per period")
@@ -99,3 +103,5 @@ def add_budgets_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     show.add_argument("--history", action="store_true", help="every record, oldest first")
     show.add_argument("--json", action="store_true")
     show.set_defaults(run=cmd_budgets_show)
+    for parser in (put, show):
+        parser.add_argument("--ledger-url", help="default: the configured ledger (TURNGATE_LEDGER_URL)")
