@@ -579,6 +579,9 @@ def build_parser() -> argparse.ArgumentParser:
     from turngate.policy_lifecycle.commands import add_policy_parser
 
     add_policy_parser(sub)
+    from turngate.spend.cli import add_budgets_parser
+
+    add_budgets_parser(sub)
     return parser
 
 

@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(256 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_MESSAGE_BYTES"))
     max_body_bytes: int = Field(1024 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_BODY_BYTES"))
     token_budget: int = Field(100_000, ge=1, validation_alias=_alias("TURNGATE_TOKEN_BUDGET"))
+    # Model aliases with fallback candidates and prices (docs/BUDGETS.md); loaded at worker start.
+    models_file: Path | None = Field(None, validation_alias=_alias("TURNGATE_MODELS_FILE"))
     # chars/3 (prompt assembly's rule), or tiktoken:<encoding> when tiktoken and its encoding is local
     token_estimator: str = Field("chars/3", validation_alias=_alias("TURNGATE_TOKEN_ESTIMATOR"))
     wait_timeout_s: float = Field(30.0, gt=0, validation_alias=_alias("TURNGATE_WAIT_TIMEOUT_S"))

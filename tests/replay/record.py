@@ -36,11 +36,16 @@ SCENARIOS: dict[str, dict[str, object]] = {
     },
     # The second turn continues a tool loop: its input is a tool result (client context).
     "tool_loop": {},
+    # A model alias (docs/BUDGETS.md): the DECISION records a spend plan, the provider step
+    # runs through the candidate loop (both turns ask for the alias, see CHAT).
+    "spend_alias": {"models_file": Path(__file__).parent / "spend_models.json"},
 }
 #: Inputs of the second turn per scenario (default: none).
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
     "tool_loop": {"client_context": {"tool_results": [{"tool_call_id": "call_1", "content": "4"}]}},
 }
+#: Intent fields a scenario's turns send.
+CHAT: dict[str, dict[str, object]] = {"spend_alias": {"requested_model_id": "pair"}}
 
 
 async def record(names: list[str]) -> None:
@@ -53,7 +58,8 @@ async def record(names: list[str]) -> None:
             overrides = SCENARIOS[name]
             settings = make_settings(Path(tempfile.mkdtemp()), server.address, **overrides)
             async with running_stack(settings) as stack:
-                await stack.chat("What is 2+2?", correlation_id="c-1", thread_id="t")
+                extra = CHAT.get(name, {})
+                await stack.chat("What is 2+2?", correlation_id="c-1", thread_id="t", **extra)
                 resp = await stack.chat(
                     "Explain more, please take your time",
                     correlation_id="c-2",
@@ -61,6 +67,7 @@ async def record(names: list[str]) -> None:
                     parent_turn_id="c-1",
                     declared_refs=[{"ref_id": "c-1"}, {"ref_type": "execution", "ref_id": "c-1"}],
                     inputs=SECOND_TURN_INPUTS.get(name, {}),
+                    **extra,
                 )
                 workflow_id = resp.json()["workflow_id"]
             history = await client.get_workflow_handle(workflow_id).fetch_history()

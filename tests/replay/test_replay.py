@@ -24,6 +24,7 @@ COMPATIBLE = [
     "local_provider",
     "local_provider_timeout",
     "tool_loop",
+    "spend_alias",
 ]
 
 

@@ -7,6 +7,7 @@ the ledger's (correlation_id, kind) is unique, so a retried step returns what is
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
@@ -17,12 +18,15 @@ from turngate.artifacts import ArtifactError, ArtifactStore
 from turngate.artifacts.deadline import StorageDeadline
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, EventKind
-from turngate.core.models import ProviderCatalog, resolve_model
+from turngate.core.models import ProviderCatalog
 from turngate.core.prompt_layers import PromptError
+from turngate.core.spend import key_of
 from turngate.ledger import LedgerConflictError, LedgerStore
+from turngate.ledger.budgets import spend_snapshot
 from turngate.prompts.pins import PromptPins
 from turngate.telemetry import TurngateMetrics, observe_ledger_event
 from turngate.workflows.shared import AppendInput, BeginTurnInput, BeginTurnResult, Boundary
+from turngate.workflows.spend import resolve_route
 
 
 class LedgerActivities:
@@ -53,7 +57,7 @@ class LedgerActivities:
             else []
         )
         prompt, prompt_error = None, None
-        model = resolve_model(intent.payload.get("requested_model_id"), self._catalog)
+        model, _ = resolve_route(intent.payload.get("requested_model_id"), self._boundary)
         if self._pins is not None and model.ok and model.provider:
             # The INTENT is recorded: a failure here must end in a recorded DENY, not an orphan,
             # and soon: a stuck store gets the step's artifact deadline, no more.
@@ -80,6 +84,7 @@ class LedgerActivities:
             prompt=prompt,
             prompt_error=prompt_error,
             recorded=later,
+            spend=spend_snapshot(self._store, intent.tenant_id, key_of(intent), datetime.now(UTC)),
         )
 
     @activity.defn(name="turngate.append_event")

@@ -30,6 +30,7 @@ from turngate.security.auth import request_principal
 from turngate.security.principal import ROLES
 from turngate.security.routes import PUBLIC, ROUTE_ROLES
 from turngate.security.streams import stream_slots, too_many_streams
+from turngate.spend.status import budget_status
 from turngate.telemetry import default_metrics
 
 log = logging.getLogger(__name__)
@@ -261,6 +262,8 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
             "missing_search_attributes": _missing_search_attributes(request),
         },
         "ledger": {"length": length, "head_digest": head},
+        # Budgets in effect with their spend: all tenants for an operator, else the caller's own.
+        "budgets": (await asyncio.to_thread(budget_status, state.store, tenant))["budgets"],
         "job_runtime": {
             # chat.message: turns allowed and waiting for or in a provider call; case.*: jobs
             # waiting for a slot (queue_sizes) and running (active_counts), over all tenants.

@@ -26,6 +26,7 @@ from turngate.artifacts.store import ArtifactError, ArtifactStore
 from turngate.audit.verification.candidates import fetch_candidates, ledger_candidates
 from turngate.audit.verification.configs import config_map, stored_config_digest
 from turngate.audit.verification.findings import decision_problem_kind
+from turngate.audit.verification.spend_recompute import verify_spend
 from turngate.core.context import ContextConfig
 from turngate.core.decision import decide, stored_scope, verify_decision
 from turngate.core.events import Event, EventKind, event_digest
@@ -49,7 +50,14 @@ MODEL_DENY_CODES: frozenset[str] = frozenset(
 SYSTEM_ERROR = "SYSTEM_ERROR"
 #: Reason-code families with which the workflow denies after the policy allowed: a system prompt
 #: that could not be built, or declared external refs that could not be resolved as declared.
-WORKFLOW_DENY_PREFIXES = ("prompt.", "prompts.", "case_query.", "external_refs.", "artifact.handle")
+WORKFLOW_DENY_PREFIXES = (
+    "prompt.",
+    "prompts.",
+    "case_query.",
+    "external_refs.",
+    "artifact.handle",
+    "budget.",
+)
 
 
 class ReplayCheck(BaseModel):
@@ -145,6 +153,12 @@ def replay_turn(
         )
     candidates = _context_checks(checks, store, stored, intent, candidates, cfg)
     _normative_check(checks, store, stored, decision.index)
+    if "spend" in stored:  # the budget check, recounted from the ledger (docs/BUDGETS.md)
+        with store.read_connection("replay") as conn:
+            spend_problems = verify_spend(conn, stored, intent, decision.index)
+        checks.passed(
+            "budget", not spend_problems, "; ".join(spend_problems), "recomputed up to its position"
+        )
 
     policy = _load(checks, policy_module, policy_object)
     if policy is not None:

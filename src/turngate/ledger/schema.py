@@ -103,6 +103,23 @@ case_records = Table(
     Index("ix_case_records_case_id_kind_seq", "case_id", "kind", "seq"),
 )
 
+#: Budgets (docs/BUDGETS.md): append-only records; the latest of a (tenant, key) scope is in
+#: effect, one without limits clears it. Triggers refuse UPDATE and DELETE (migration 0007).
+budgets = Table(
+    "budgets",
+    metadata,
+    Column("budget_id", IndexType, primary_key=True, autoincrement=True),
+    Column("tenant_id", Text, nullable=False),
+    Column("key_id", Text, nullable=True),  # NULL: the tenant's budget
+    Column("period", Text, nullable=False),  # day | month | window
+    Column("window_start", Text, nullable=True),
+    Column("window_end", Text, nullable=True),
+    Column("max_tokens", BigInteger, nullable=True),
+    Column("max_cost_micros", BigInteger, nullable=True),
+    Column("set_at", Text, nullable=False),
+    Index("ix_budgets_tenant_id_budget_id", "tenant_id", "budget_id"),
+)
+
 #: The tenant of a summary row: the events' ``tenant_id``, or ``NO_TENANT`` for events recorded
 #: without one (a key column cannot be NULL; tenant ids are never empty, so "" is free).
 NO_TENANT = ""

@@ -35,6 +35,7 @@ from prometheus_client import (
 
 from turngate import __version__
 from turngate.core.shadow import shadow_agreements
+from turngate.spend.metrics import SpendCounters
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class TurngateMetrics:
             registry=r,
         )
         self.ledger_events = Gauge("turngate_ledger_events", "Events in the ledger (its length).", registry=r)
+        self.spend = SpendCounters(r)  # docs/BUDGETS.md
         self.decision_reasons = Counter(
             "turngate_decision_reasons",
             "Reason codes of DECISIONs (a turn with several codes counts once under each).",
@@ -172,6 +174,7 @@ class TurngateMetrics:
             for code in payload.get("reason_codes") or ():
                 self.decision_reasons.labels(decision=decision, reason_code=str(code)).inc()
             self.record_shadows(payload)
+        self.spend.observe(event)
         with self._ledger_lock:
             if event.index + 1 > self._ledger_seen:
                 self._ledger_seen = event.index + 1

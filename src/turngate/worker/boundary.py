@@ -10,6 +10,7 @@ from turngate.prompts.loader import load_prompt_config
 from turngate.prompts.token_estimators import resolve_estimator
 from turngate.providers.registry import provider_catalog
 from turngate.settings import Settings
+from turngate.spend.models_file import load_models_file
 from turngate.workflows.shared import Boundary
 
 
@@ -19,6 +20,7 @@ def load_boundary(settings: Settings) -> Boundary:
     load_policy(settings.policy_module, settings.policy_object)  # import errors surface now
     for name in settings.shadow_policies:
         load_policy(name)
+    models = load_models_file(settings.models_file)  # SpendError names the file
     prompts = load_prompt_config(settings.prompts_dir) if settings.prompts_dir else None
     return Boundary(
         policy_module=settings.policy_module,
@@ -34,4 +36,5 @@ def load_boundary(settings: Settings) -> Boundary:
         prompt_config=prompts.model_dump(mode="json") if prompts else None,
         artifact_deadline_s=settings.artifact_deadline_s,
         shadow_policies=settings.shadow_policies,
+        models=models.model_dump(mode="json") if models else None,
     )

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import SearchAttributeKey
 
 from turngate.core.events import Event, EventDraft, IntentEnvelope
+from turngate.core.spend import SpendSnapshot
 from turngate.core.system_prompt import PromptContext
 
 # Search attributes that make turns findable in the Temporal UI (registered by the worker).
@@ -60,6 +61,7 @@ class Boundary(_Model):
     # Settings.artifact_deadline_s: one step's artifact writes end by then (SYSTEM_ERROR past it)
     artifact_deadline_s: float = 15.0
     shadow_policies: tuple[str, ...] = ()  # module:object of each shadow policy (docs/POLICIES.md)
+    models: dict[str, Any] | None = None  # the models file: aliases and prices (docs/BUDGETS.md)
 
 
 class ExternalRefsInput(_Model):
@@ -84,6 +86,7 @@ class BeginTurnResult(_Model):
     # DECISION/EXECUTION already in the ledger for this turn: a rerun of a workflow task whose
     # worker was lost after the ledger commit but before Temporal recorded the step.
     recorded: dict[str, Event] = {}
+    spend: SpendSnapshot | None = None  # the turn's budgets and their spend (docs/BUDGETS.md)
 
 
 class AppendInput(_Model):

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.events import Event, EventDraft, EventKind, IntentEnvelope
     from turngate.core.external import ExternalContext, ExternalError
     from turngate.core.manifest import build_denied_manifest, build_manifest
-    from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
+    from turngate.core.models import ModelResolution
     from turngate.core.policy import load_policy
     from turngate.core.prompt_layers import PromptConfig, parse_prompt_config
     from turngate.core.refs import RefResolutionError, external_refs_of, ref_lookup_ids
@@ -71,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         TurnInput,
         TurnResult,
     )
+    from turngate.workflows.spend import execute_plan, govern, resolve_route
 
 #: workflow.patched id: the offered tool definitions count against the token budget.
 PATCH_TOOLS_IN_BUDGET = "tools-in-token-budget"
@@ -138,10 +139,7 @@ class TurnWorkflow:
             return self._already_recorded(intent, begin.recorded)
         boundary = begin.boundary
 
-        model = resolve_model(
-            envelope.payload.requested_model_id,
-            ProviderCatalog.model_validate(boundary.provider_catalog),
-        )
+        model, route = resolve_route(envelope.payload.requested_model_id, boundary)
         prompts = parse_prompt_config(boundary.prompt_config) if boundary.prompt_config else None
         try:
             system = self._system_prompt(prompts, begin, intent)
@@ -150,6 +148,7 @@ class TurnWorkflow:
             begin = begin.model_copy(update={"prompt_error": prompt_failure(exc)})
         outcome = self._decide(intent, begin.candidates, boundary, model, system, begin, spec_version(intent))
         client, outcome = _client_context(envelope.payload.inputs, outcome)
+        outcome, model, plan = govern(outcome, model, route, begin, envelope)
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
             outcome = with_external(outcome, external)
@@ -235,7 +234,12 @@ class TurnWorkflow:
             output_safety=output_safety_rules(prompts if system is not None else None),
             message_artifacts=dict(assembly.message_artifacts),
         )
-        payload = await self._execute(call, model, outcome, boundary)
+        if plan is not None:
+            payload = await execute_plan(
+                plan, call, model, lambda c, m, attempts: self._execute(c, m, outcome, boundary, attempts)
+            )
+        else:
+            payload = await self._execute(call, model, outcome, boundary)
         _admit_tool_calls(payload, offered, envelope.payload.inputs)
         if prompts is not None and system is not None:
             payload["exchanges_count"] = exchange_count(outcome.resolution) + 1
@@ -411,6 +415,7 @@ class TurnWorkflow:
         model: ModelResolution,
         outcome: DecisionOutcome,
         boundary: Boundary,
+        attempts: int = 3,
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "provider": model.provider,
@@ -420,7 +425,7 @@ class TurnWorkflow:
             "context_digest": outcome.payload.get("context_digest"),
         }
         try:
-            answer = await _call_provider(call, boundary)
+            answer = await _call_provider(call, boundary, attempts)
         except (ActivityError, TimeoutError) as exc:
             # A local activity's timeout arrives wrapped in ActivityError when it happens and as a
             # bare TimeoutError when replayed from its marker: both are the same outcome.
@@ -505,7 +510,9 @@ class TurnWorkflow:
         )
 
 
-async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> ProviderCallResult:
+async def _call_provider(
+    call: ProviderCallInput, boundary: Boundary, attempts: int = 3
+) -> ProviderCallResult:
     """The provider call: a regular activity on the llm queue, or (``provider_activity=local``) a
     local activity on this worker, which keeps the turn to one workflow task. Same timeout and
     retries either way; a local call has no heartbeats (its worker's liveness is the workflow
@@ -513,7 +520,7 @@ async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> Provide
     wall_clock = timedelta(seconds=boundary.llm_wall_clock_s)
     retry = RetryPolicy(
         initial_interval=timedelta(milliseconds=500),
-        maximum_attempts=3,
+        maximum_attempts=attempts,
         non_retryable_error_types=NON_RETRYABLE_PROVIDER_ERRORS,
     )
     if boundary.provider_activity == "local":

@@ -254,4 +254,9 @@ def list_models(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any
         if provider.get("configured")
         for model in provider.get("models", [])
     ]
+    # Model aliases of the models file, each tried over its candidates (docs/BUDGETS.md).
+    aliases = (state.boundary.models or {}).get("aliases", {})
+    data += [
+        {"id": alias, "object": "model", "created": 0, "owned_by": "turngate"} for alias in sorted(aliases)
+    ]
     return {"object": "list", "data": data}

@@ -13,8 +13,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Connection
+
 from turngate.audit.verification.findings import AuditKind
 from turngate.audit.verification.shadow_recompute import verify_shadows
+from turngate.audit.verification.spend_recompute import verify_spend
 from turngate.core.context import ContextConfig
 from turngate.core.events import Event
 
@@ -29,6 +32,7 @@ class VerifiedDecision:
     intent: Event
     candidates: Sequence[Event]
     config: ContextConfig  # the context config it was made under
+    conn: Connection  # the verify pass's read transaction (checks that count the ledger use it)
 
 
 #: One check: ``(kind, detail)`` for each thing it finds wrong (a failure of that kind).
@@ -38,4 +42,11 @@ DecisionCheck = Callable[[VerifiedDecision], Iterable[tuple[AuditKind, str]]]
 def shadow_entries(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:
     """The DECISION's shadow entries, recomputed (:mod:`.shadow_recompute`)."""
     for problem in verify_shadows(decision.payload, decision.intent, decision.candidates, decision.config):
+        yield AuditKind.DECISION_MISMATCH, problem
+
+
+def spend_plan(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:
+    """The DECISION's budget check, recounted from the ledger up to its recorded position
+    (:mod:`.spend_recompute`; docs/BUDGETS.md)."""
+    for problem in verify_spend(decision.conn, decision.payload, decision.intent, decision.index):
         yield AuditKind.DECISION_MISMATCH, problem

@@ -278,7 +278,7 @@ class RangeAudit:
         candidates = found.candidates.get(cid, [])
         problems = verify_decision_reusing(payload, intent, candidates, cfg, self.digests)
         if not problems:  # its inputs verified: the per-DECISION checks recompute the rest on them
-            verified = VerifiedDecision(index, cid, payload, intent, candidates, cfg)
+            verified = VerifiedDecision(index, cid, payload, intent, candidates, cfg, self.conn)
             for check in self.decision_checks:
                 for kind, detail in check(verified):
                     self.fail(kind, index, cid, detail)

@@ -4,6 +4,7 @@
 // EventSource) so that the header can be sent. All data is rendered with textContent, never HTML.
 
 import { policiesView } from "./policies.js";
+import { budgetsSection } from "./budgets.js";
 
 const KEY_STORAGE = "turngate.apiKey";
 const TURNS_PAGE = 50;
@@ -1175,6 +1176,7 @@ async function jobsView() {
   const temporalLink = (text, href) => h("a", { href, target: "_blank", rel: "noopener noreferrer" }, text, h("span", { class: "visually-hidden" }, " (opens in a new tab)"));
   const jobs = h("div", { id: "jobs", "aria-live": "polite" }, h("p", { class: "hint" }, "Loading jobs…"));
   const runtime = h("div", { "aria-live": "polite" }, h("p", { class: "hint" }, "Loading the turn runtime…"));
+  const budgets = h("div", { id: "budgets", "aria-live": "polite" });
   const view = h(
     "div",
     null,
@@ -1183,6 +1185,8 @@ async function jobsView() {
     h("p", { class: "hint" }, "Every turn is a Temporal workflow too: open a turn for the link to its workflow, or browse them all in the ", temporalLink("Temporal UI", temporalList), "."),
     h("h2", null, "Turn runtime"),
     runtime,
+    h("h2", null, "Budgets"),
+    budgets,
   );
   show(view, "Jobs");
 
@@ -1264,6 +1268,7 @@ async function jobsView() {
         h("dd", null, String((status.ledger || {}).length ?? "–")),
       ),
     );
+    budgets.replaceChildren(budgetsSection(policyUi(), status.budgets));
   } catch (error) {
     if (error.status !== 401) runtime.replaceChildren(errorBox(error));
   }

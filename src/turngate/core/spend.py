@@ -1,0 +1,527 @@
+"""Governed spend: model aliases with fallback candidates, prices, budgets and the spend plan a
+DECISION records. Pure arithmetic, no I/O: the workflow decides with it and ``turngate verify``
+recomputes with it (docs/BUDGETS.md).
+
+Money is integer micro-units of the price currency (``cost_micros``): the DECISION payload holds
+no floats, and a price per million tokens with up to six decimals is exact. A turn's cost is
+rounded up to a whole micro-unit.
+
+Spend is accounting, not context: it is summed from recorded EXECUTION usage (and the
+reservations of ALLOWed DECISIONs still waiting for theirs), never shown to the policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from turngate.core.canonical import digest
+from turngate.core.events import Event
+
+REASON_BUDGET_EXCEEDED = "budget.exceeded"
+REASON_PRICE_UNKNOWN = "budget.price_unknown"
+#: Output tokens reserved for a turn that sets no ``budget.max_tokens`` (models file may override).
+DEFAULT_OUTPUT_RESERVE_TOKENS = 1024
+MICROS = 1_000_000
+Period = Literal["day", "month", "window"]
+PERIODS: tuple[str, ...] = ("day", "month", "window")
+
+
+class SpendError(ValueError):
+    """A models file or budget that cannot be used, with a documented code."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- models file
+
+
+class Price(_Frozen):
+    input_micros_per_mtok: int
+    output_micros_per_mtok: int
+
+
+class ModelsConfig(_Frozen):
+    """The models file, validated: ``aliases`` name ordered ``provider:model`` candidates."""
+
+    aliases: dict[str, tuple[str, ...]] = {}
+    prices: dict[str, Price] = {}
+    output_reserve_tokens: int = DEFAULT_OUTPUT_RESERVE_TOKENS
+
+
+def split_candidate(candidate: str) -> tuple[str, str]:
+    """``"openai:gpt-4o"`` -> ``("openai", "gpt-4o")`` (the model id may contain colons)."""
+    provider, sep, model = candidate.partition(":")
+    if not sep or not provider or not model or provider != provider.strip() or model != model.strip():
+        raise SpendError("models.invalid_candidate", f"{candidate!r} is not provider:model")
+    return provider, model
+
+
+def _micros(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise SpendError("models.invalid_price", f"{where} must be a number")
+    try:
+        amount = Decimal(str(value)) * MICROS
+    except InvalidOperation as exc:
+        raise SpendError("models.invalid_price", f"{where} is not a number: {value!r}") from exc
+    if not amount.is_finite() or amount < 0:
+        raise SpendError("models.invalid_price", f"{where} must be a finite number >= 0")
+    if amount != amount.to_integral_value():
+        raise SpendError("models.invalid_price", f"{where} has more than six decimals: {value!r}")
+    return int(amount)
+
+
+def parse_models(data: Any) -> ModelsConfig:
+    """Validate a models file's content (already decoded from JSON or YAML)."""
+    if not isinstance(data, Mapping):
+        raise SpendError("models.invalid", "the models file must hold an object")
+    unknown = sorted(set(data) - {"models", "prices", "output_reserve_tokens"})
+    if unknown:
+        raise SpendError("models.invalid", f"unknown top-level keys: {', '.join(unknown)}")
+    aliases: dict[str, tuple[str, ...]] = {}
+    models = data.get("models") or {}
+    if not isinstance(models, Mapping):
+        raise SpendError("models.invalid", "models must be an object of aliases")
+    for alias, entry in models.items():
+        candidates = entry.get("candidates") if isinstance(entry, Mapping) else None
+        if not isinstance(alias, str) or not alias.strip():
+            raise SpendError("models.invalid_alias", f"alias {alias!r} must be a non-empty string")
+        if not isinstance(candidates, list) or not candidates:
+            raise SpendError("models.invalid_alias", f"models.{alias}.candidates must be a non-empty list")
+        for candidate in candidates:
+            if not isinstance(candidate, str):
+                raise SpendError("models.invalid_candidate", f"models.{alias}: {candidate!r} is not a string")
+            split_candidate(candidate)
+        if len(set(candidates)) != len(candidates):
+            raise SpendError("models.invalid_alias", f"models.{alias} lists a candidate twice")
+        aliases[alias] = tuple(candidates)
+    prices: dict[str, Price] = {}
+    raw_prices = data.get("prices") or {}
+    if not isinstance(raw_prices, Mapping):
+        raise SpendError("models.invalid", "prices must be an object")
+    for candidate, price in raw_prices.items():
+        split_candidate(str(candidate))
+        if not isinstance(price, Mapping) or set(price) != {"input_per_mtok", "output_per_mtok"}:
+            raise SpendError(
+                "models.invalid_price", f"prices.{candidate} needs exactly input_per_mtok and output_per_mtok"
+            )
+        prices[str(candidate)] = Price(
+            input_micros_per_mtok=_micros(price["input_per_mtok"], f"prices.{candidate}.input_per_mtok"),
+            output_micros_per_mtok=_micros(price["output_per_mtok"], f"prices.{candidate}.output_per_mtok"),
+        )
+    reserve = data.get("output_reserve_tokens", DEFAULT_OUTPUT_RESERVE_TOKENS)
+    if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 1:
+        raise SpendError("models.invalid", "output_reserve_tokens must be an integer >= 1")
+    return ModelsConfig(aliases=aliases, prices=prices, output_reserve_tokens=reserve)
+
+
+def models_digest(config: ModelsConfig) -> str:
+    return digest(config.model_dump(mode="json"))
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+class Spend(_Frozen):
+    tokens: int = 0
+    cost_micros: int = 0
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(tokens=self.tokens + other.tokens, cost_micros=self.cost_micros + other.cost_micros)
+
+
+class BudgetRecord(_Frozen):
+    """One record of the append-only budget table. The latest record of a scope (tenant, key)
+    is in effect; a record without limits clears the scope's budget."""
+
+    budget_id: int
+    tenant_id: str
+    key_id: str | None = None
+    period: Period
+    window_start: str | None = None  # period "window" only: ISO-8601 UTC
+    window_end: str | None = None
+    max_tokens: int | None = None
+    max_cost_micros: int | None = None
+    set_at: str
+
+    @property
+    def scope(self) -> tuple[str, str | None]:
+        return self.tenant_id, self.key_id
+
+    @property
+    def cleared(self) -> bool:
+        return self.max_tokens is None and self.max_cost_micros is None
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def parse_iso(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def budget_window(budget: BudgetRecord, now: datetime) -> tuple[str, str]:
+    """The budget's period containing ``now`` (UTC calendar day or month, or the fixed window)."""
+    now = now.astimezone(UTC)
+    if budget.period == "window":
+        if budget.window_start is None or budget.window_end is None:
+            raise SpendError("budget.invalid", "a window budget needs its start and end")
+        return iso(parse_iso(budget.window_start)), iso(parse_iso(budget.window_end))
+    start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if budget.period == "day":
+        return iso(start), iso(start + timedelta(days=1))
+    start = start.replace(day=1)
+    end = (
+        start.replace(year=start.year + 1, month=1)
+        if start.month == 12
+        else start.replace(month=start.month + 1)
+    )
+    return iso(start), iso(end)
+
+
+def effective_budgets(records: Iterable[BudgetRecord]) -> list[BudgetRecord]:
+    """The record in effect per scope (the latest), cleared scopes left out, in scope order."""
+    latest: dict[tuple[str, str], BudgetRecord] = {}
+    for record in sorted(records, key=lambda r: r.budget_id):
+        latest[(record.tenant_id, record.key_id or "")] = record
+    return [record for _, record in sorted(latest.items()) if not record.cleared]
+
+
+def budgets_for(
+    records: Iterable[BudgetRecord], tenant_id: str | None, key_id: str | None
+) -> list[BudgetRecord]:
+    """The budgets a turn of ``tenant_id`` sent with ``key_id`` is checked against."""
+    if tenant_id is None:
+        return []
+    return [r for r in effective_budgets(records) if r.tenant_id == tenant_id and r.key_id in (None, key_id)]
+
+
+# --------------------------------------------------------------------------- counting spend
+
+
+@dataclass(frozen=True, slots=True)
+class SpendRow:
+    """A DECISION or EXECUTION as spend counting reads it (a plain dataclass: a busy tenant's
+    period has many of them, and validation is the ledger's business)."""
+
+    index: int
+    kind: str
+    correlation_id: str
+    tenant_id: str | None
+    key_id: str | None  # from the turn's INTENT principal
+    created_at: str
+    payload: dict[str, Any]
+
+
+def execution_tokens(payload: Mapping[str, Any]) -> int:
+    usage = payload.get("usage")
+    if not isinstance(usage, Mapping):
+        return 0
+    return sum(
+        value
+        for name in ("input_tokens", "output_tokens")
+        if isinstance(value := usage.get(name), int) and not isinstance(value, bool)
+    )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def recorded_spend(payload: Mapping[str, Any]) -> tuple[int, int]:
+    """What one EXECUTION spent: its usage tokens and its recorded cost (0 without a price)."""
+    spend = payload.get("spend")
+    return execution_tokens(payload), _int(spend.get("cost_micros")) if isinstance(spend, Mapping) else 0
+
+
+def _reserve_of(payload: Mapping[str, Any]) -> tuple[int, int] | None:
+    plan = payload.get("spend")
+    if payload.get("decision") != "ALLOW" or not isinstance(plan, Mapping):
+        return None
+    reserve = plan.get("reserve")
+    if not isinstance(reserve, Mapping):
+        return None
+    return _int(reserve.get("tokens")), _int(reserve.get("cost_micros"))
+
+
+def count_spend(
+    rows: Iterable[SpendRow], budget: BudgetRecord, window: tuple[str, str], position: int
+) -> tuple[Spend, Spend]:
+    """``(settled, reserved)`` for ``budget`` over the ledger before ``position``: the usage of
+    the scope's EXECUTIONs recorded in the window, and the reserves of its ALLOWed DECISIONs in
+    the window whose EXECUTION is not recorded before ``position``. Plain integer sums: a busy
+    tenant's period has many rows."""
+    # Both sides are ISO-8601 UTC with microseconds and "Z" (the ledger's own format): they
+    # compare as text, in time order.
+    start, end = iso(parse_iso(window[0])), iso(parse_iso(window[1]))
+    tokens = cost = 0
+    reserves: dict[str, tuple[int, int]] = {}
+    executed: set[str] = set()
+    for row in rows:
+        if row.index >= position or row.tenant_id != budget.tenant_id:
+            continue
+        if budget.key_id is not None and row.key_id != budget.key_id:
+            continue
+        if row.kind == "EXECUTION":
+            executed.add(row.correlation_id)
+        if not start <= row.created_at < end:
+            continue
+        if row.kind == "EXECUTION":
+            spent_tokens, spent_cost = recorded_spend(row.payload)
+            tokens, cost = tokens + spent_tokens, cost + spent_cost
+        elif row.kind == "DECISION" and (reserve := _reserve_of(row.payload)) is not None:
+            reserves[row.correlation_id] = reserve
+    held = [reserve for cid, reserve in reserves.items() if cid not in executed]
+    return (
+        Spend(tokens=tokens, cost_micros=cost),
+        Spend(tokens=sum(r[0] for r in held), cost_micros=sum(r[1] for r in held)),
+    )
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+class BudgetCheck(_Frozen):
+    """One budget as counted for a turn: up to ledger ``position`` (exclusive)."""
+
+    budget: BudgetRecord
+    window_start: str
+    window_end: str
+    settled: Spend
+    reserved: Spend
+
+    @property
+    def spent(self) -> Spend:
+        return self.settled + self.reserved
+
+
+class SpendSnapshot(_Frozen):
+    """What the ledger said about a turn's budgets when its INTENT was recorded."""
+
+    position: int
+    tenant_id: str | None
+    key_id: str | None
+    checks: tuple[BudgetCheck, ...] = ()
+
+
+class CandidatePlan(_Frozen):
+    candidate: str
+    available: bool
+    reason: str | None = None  # why it is not available or not admitted
+    price: Price | None = None
+    estimate: Spend
+    admitted: bool
+    refused_by: int | None = None  # the budget_id that refused it
+
+
+class SpendPlan(_Frozen):
+    """The DECISION's ``spend`` entry."""
+
+    alias: str | None
+    models_digest: str | None
+    tenant_id: str | None
+    key_id: str | None
+    position: int | None  # the ledger position budgets were counted up to (None: no budget)
+    estimate_input_tokens: int
+    estimate_output_tokens: int
+    candidates: tuple[CandidatePlan, ...]
+    budgets: tuple[BudgetCheck, ...]
+    reserve: Spend
+
+    def admitted(self) -> list[str]:
+        return [c.candidate for c in self.candidates if c.admitted]
+
+    def price_of(self, candidate: str) -> Price | None:
+        return next((c.price for c in self.candidates if c.candidate == candidate), None)
+
+
+def key_of(intent: Event) -> str | None:
+    """The API key id an INTENT was sent with (its recorded principal), never the secret."""
+    principal = intent.payload.get("principal")
+    key = principal.get("key_id") if isinstance(principal, Mapping) else None
+    return key if isinstance(key, str) else None
+
+
+def estimate_input_tokens(message: str) -> int:
+    """A deliberately simple estimate, recomputable from the INTENT: characters / 3, rounded up."""
+    return -(-len(message) // 3)
+
+
+def cost_micros(price: Price | None, input_tokens: int, output_tokens: int) -> int:
+    if price is None:
+        return 0
+    total = input_tokens * price.input_micros_per_mtok + output_tokens * price.output_micros_per_mtok
+    return math.ceil(total / MICROS)
+
+
+def _refusal(check: BudgetCheck, estimate: Spend, priced: bool) -> str | None:
+    budget, spent = check.budget, check.spent
+    if budget.max_cost_micros is not None and not priced:
+        return REASON_PRICE_UNKNOWN
+    if budget.max_tokens is not None and spent.tokens + estimate.tokens > budget.max_tokens:
+        return REASON_BUDGET_EXCEEDED
+    if (
+        budget.max_cost_micros is not None
+        and spent.cost_micros + estimate.cost_micros > budget.max_cost_micros
+    ):
+        return REASON_BUDGET_EXCEEDED
+    return None
+
+
+def admit(
+    candidate: str,
+    *,
+    available: bool,
+    reason: str | None,
+    price: Price | None,
+    input_tokens: int,
+    output_tokens: int,
+    checks: Sequence[BudgetCheck],
+) -> CandidatePlan:
+    """One candidate's admission: available, and within every budget with its estimate."""
+    estimate = Spend(
+        tokens=input_tokens + output_tokens, cost_micros=cost_micros(price, input_tokens, output_tokens)
+    )
+    if not available:
+        return CandidatePlan(
+            candidate=candidate,
+            available=False,
+            reason=reason,
+            price=price,
+            estimate=estimate,
+            admitted=False,
+        )
+    for check in checks:
+        refusal = _refusal(check, estimate, price is not None)
+        if refusal is not None:
+            return CandidatePlan(
+                candidate=candidate,
+                available=True,
+                reason=refusal,
+                price=price,
+                estimate=estimate,
+                admitted=False,
+                refused_by=check.budget.budget_id,
+            )
+    return CandidatePlan(candidate=candidate, available=True, price=price, estimate=estimate, admitted=True)
+
+
+def reserve_for(candidates: Sequence[CandidatePlan]) -> Spend:
+    """What a turn reserves: the largest estimate among its admitted candidates (whichever
+    answers, the reservation covers it)."""
+    admitted = [c.estimate for c in candidates if c.admitted]
+    return Spend(
+        tokens=max((e.tokens for e in admitted), default=0),
+        cost_micros=max((e.cost_micros for e in admitted), default=0),
+    )
+
+
+def plan_spend(
+    *,
+    alias: str | None,
+    candidates: Sequence[tuple[str, bool, str | None]],
+    models: ModelsConfig | None,
+    snapshot: SpendSnapshot | None,
+    tenant_id: str | None,
+    key_id: str | None,
+    message: str,
+    max_tokens: int | None,
+) -> SpendPlan:
+    """The plan for a turn: ``candidates`` are ``(provider:model, available, reason)`` in order."""
+    input_tokens = estimate_input_tokens(message)
+    output_tokens = max_tokens or (models.output_reserve_tokens if models else DEFAULT_OUTPUT_RESERVE_TOKENS)
+    planned = tuple(
+        admit(
+            name,
+            available=available,
+            reason=reason,
+            price=models.prices.get(name) if models else None,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            checks=snapshot.checks if snapshot else (),
+        )
+        for name, available, reason in candidates
+    )
+    return SpendPlan(
+        alias=alias,
+        models_digest=models_digest(models) if models else None,
+        tenant_id=tenant_id,
+        key_id=key_id,
+        position=snapshot.position if snapshot else None,
+        estimate_input_tokens=input_tokens,
+        estimate_output_tokens=output_tokens,
+        candidates=planned,
+        budgets=snapshot.checks if snapshot else (),
+        reserve=reserve_for(planned),
+    )
+
+
+def budget_denial(plan: SpendPlan) -> dict[str, Any] | None:
+    """The DECISION's ``error`` when budgets leave no candidate (None: a candidate is admitted,
+    or none was refused by a budget)."""
+    if plan.admitted():
+        return None
+    refused = next((c for c in plan.candidates if c.refused_by is not None), None)
+    if refused is None:
+        return None
+    check = next(c for c in plan.budgets if c.budget.budget_id == refused.refused_by)
+    return {
+        "code": REASON_BUDGET_EXCEEDED,
+        "detail": f"budget {check.budget.budget_id} ({refused.reason}) leaves no candidate of this turn",
+        "budget_id": check.budget.budget_id,
+        "spent": check.spent.model_dump(mode="json"),
+        "position": plan.position,
+    }
+
+
+def recheck_plan(
+    plan: SpendPlan, recounted: Mapping[int, tuple[Spend, Spend]], message: str, max_tokens: int | None
+) -> list[str]:
+    """Problems between a recorded plan and its recomputation: the spend of each budget
+    (``recounted``: budget_id -> (settled, reserved) counted again from the ledger), the
+    estimate (from the INTENT), each candidate's admission and the reserve."""
+    problems: list[str] = []
+    for check in plan.budgets:
+        again = recounted.get(check.budget.budget_id)
+        if again is None:
+            problems.append(f"budget_mismatch: budget {check.budget.budget_id} was not recounted")
+        elif again != (check.settled, check.reserved):
+            recorded = (check.settled.model_dump(), check.reserved.model_dump())
+            problems.append(
+                f"budget_mismatch: budget {check.budget.budget_id} recorded (settled, reserved) "
+                f"{recorded}, recomputed {(again[0].model_dump(), again[1].model_dump())}"
+            )
+    if plan.estimate_input_tokens != estimate_input_tokens(message):
+        problems.append("budget_mismatch: the recorded input estimate is not the INTENT's")
+    if max_tokens is not None and plan.estimate_output_tokens != max_tokens:
+        problems.append("budget_mismatch: the recorded output estimate is not the INTENT's max_tokens")
+    for candidate in plan.candidates:
+        again_candidate = admit(
+            candidate.candidate,
+            available=candidate.available,
+            reason=candidate.reason if not candidate.available else None,
+            price=candidate.price,
+            input_tokens=plan.estimate_input_tokens,
+            output_tokens=plan.estimate_output_tokens,
+            checks=plan.budgets,
+        )
+        if again_candidate != candidate:
+            problems.append(f"budget_mismatch: candidate {candidate.candidate} admission does not recompute")
+    if reserve_for(plan.candidates) != plan.reserve:
+        problems.append("budget_mismatch: the recorded reserve does not recompute")
+    return problems

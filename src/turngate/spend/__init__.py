@@ -1,0 +1,1 @@
+"""Governed spend around the deterministic core: the models file, budget commands and metrics."""

@@ -1,0 +1,184 @@
+"""Governed spend inside the turn workflow: which candidates a turn may run on (recorded in the
+DECISION's ``spend`` entry), and the fallback loop that tries them in order (recorded in the
+EXECUTION's ``spend`` entry). The arithmetic is :mod:`turngate.core.spend`; docs/BUDGETS.md.
+
+A turn that names no alias and has no budget gets neither entry and runs exactly as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from turngate.core.decision import DecisionOutcome
+    from turngate.core.events import IntentEnvelope
+    from turngate.core.models import (
+        PROVIDER_MISSING_CREDENTIALS,
+        PROVIDER_UNKNOWN,
+        ModelResolution,
+        ProviderCatalog,
+        resolve_model,
+    )
+    from turngate.core.spend import (
+        REASON_BUDGET_EXCEEDED,
+        ModelsConfig,
+        SpendPlan,
+        budget_denial,
+        cost_micros,
+        key_of,
+        plan_spend,
+        split_candidate,
+    )
+    from turngate.workflows.shared import BeginTurnResult, Boundary, ProviderCallInput
+
+#: workflow.patched id: turns with an alias or a budget record a spend plan and may fall back.
+PATCH_GOVERNED_SPEND = "governed-spend"
+#: Errors after which the next admitted candidate is tried (retryable ones, and the wall clock).
+FALLBACK_CODES = frozenset(
+    {
+        "provider.timeout",
+        "provider.conflict",
+        "provider.rate_limited",
+        "provider.overloaded",
+        "provider.server_error",
+        "provider.connection",
+        "llm.timeout",
+    }
+)
+#: Provider attempts of the last candidate (Temporal retries); earlier ones get one attempt each,
+#: since the next candidate is their retry.
+LAST_CANDIDATE_ATTEMPTS = 3
+
+Candidate = tuple[str, bool, str | None]
+RunCandidate = Callable[[ProviderCallInput, ModelResolution, int], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """What the requested model id names: an alias of the models file, or one model."""
+
+    alias: str | None
+    candidates: tuple[Candidate, ...]
+
+
+def models_of(boundary: Boundary) -> ModelsConfig | None:
+    return ModelsConfig.model_validate(boundary.models) if boundary.models else None
+
+
+def _candidate(candidate: str, catalog: ProviderCatalog) -> Candidate:
+    provider, _ = split_candidate(candidate)
+    entry = catalog.get(provider)
+    if entry is None:
+        return candidate, False, PROVIDER_UNKNOWN
+    return candidate, entry.configured, None if entry.configured else PROVIDER_MISSING_CREDENTIALS
+
+
+def resolve_route(requested: str | None, boundary: Boundary) -> tuple[ModelResolution, Route]:
+    """The model a turn starts on and its candidates. An alias resolves to its first available
+    candidate; anything else resolves exactly as :func:`resolve_model`."""
+    catalog = ProviderCatalog.model_validate(boundary.provider_catalog)
+    models = models_of(boundary)
+    name = requested.strip() if requested else ""
+    if models is None or name not in models.aliases:
+        model = resolve_model(requested, catalog)
+        single = (
+            ((f"{model.provider}:{model.resolved_model_id}", model.ok, model.reason_code),)
+            if model.provider and model.resolved_model_id
+            else ()
+        )
+        return model, Route(alias=None, candidates=single)
+    candidates = tuple(_candidate(c, catalog) for c in models.aliases[name])
+    return _model_for(requested, candidates), Route(alias=name, candidates=candidates)
+
+
+def _model_for(requested: str | None, candidates: tuple[Candidate, ...]) -> ModelResolution:
+    chosen = next((c for c in candidates if c[1]), None)
+    if chosen is None:
+        provider, model = split_candidate(candidates[0][0])
+        return ModelResolution(
+            provider=provider,
+            requested_model_id=requested,
+            resolved_model_id=model,
+            reason_code=candidates[0][2],
+            ok=False,
+        )
+    provider, model = split_candidate(chosen[0])
+    return ModelResolution(provider=provider, requested_model_id=requested, resolved_model_id=model, ok=True)
+
+
+def govern(
+    outcome: DecisionOutcome,
+    model: ModelResolution,
+    route: Route,
+    begin: BeginTurnResult,
+    envelope: IntentEnvelope,
+) -> tuple[DecisionOutcome, ModelResolution, SpendPlan | None]:
+    """The spend plan of an ALLOWed turn with an alias or a budget, recorded in the DECISION
+    under ``spend``; DENY ``budget.exceeded`` when budgets leave no candidate. The turn then
+    starts on its first admitted candidate."""
+    if not outcome.allowed or (begin.spend is None and route.alias is None):
+        return outcome, model, None
+    if not workflow.patched(PATCH_GOVERNED_SPEND):
+        return outcome, model, None
+    intent = begin.intent
+    plan = plan_spend(
+        alias=route.alias,
+        candidates=route.candidates,
+        models=models_of(begin.boundary),
+        snapshot=begin.spend,
+        tenant_id=intent.tenant_id,
+        key_id=key_of(intent),
+        message=envelope.message,
+        max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
+    )
+    payload = dict(outcome.payload) | {"spend": plan.model_dump(mode="json")}
+    denial = budget_denial(plan)
+    if denial is not None:
+        payload |= {"decision": "DENY", "reason_codes": [REASON_BUDGET_EXCEEDED], "error": denial}
+        return outcome.model_copy(update={"allowed": False, "payload": payload}), model, plan
+    provider, name = split_candidate(plan.admitted()[0])
+    model = model.model_copy(update={"provider": provider, "resolved_model_id": name})
+    payload |= {"provider": provider, "resolved_model_id": name}
+    return outcome.model_copy(update={"payload": payload}), model, plan
+
+
+async def execute_plan(
+    plan: SpendPlan, call: ProviderCallInput, model: ModelResolution, run: RunCandidate
+) -> dict[str, Any]:
+    """Try the admitted candidates in order; move on only after a retryable error or timeout.
+    The EXECUTION's ``spend`` names the candidate that answered, why each earlier one failed,
+    and its usage priced from the DECISION's recorded prices."""
+    admitted = plan.admitted()
+    failed: list[dict[str, Any]] = []
+    payload: dict[str, Any] = {}
+    candidate = admitted[0]
+    for position, candidate in enumerate(admitted):
+        provider, name = split_candidate(candidate)
+        last = position == len(admitted) - 1
+        payload = await run(
+            call.model_copy(update={"provider": provider, "model": name}),
+            model.model_copy(update={"provider": provider, "resolved_model_id": name}),
+            LAST_CANDIDATE_ATTEMPTS if last else 1,
+        )
+        error = payload.get("error")
+        if error and not last and error.get("code") in FALLBACK_CODES:
+            failed.append(
+                {"candidate": candidate, "code": error["code"], "status_code": error.get("status_code")}
+            )
+            continue
+        break
+    usage = payload.get("usage")
+    input_tokens = (usage.get("input_tokens") if isinstance(usage, dict) else None) or 0
+    output_tokens = (usage.get("output_tokens") if isinstance(usage, dict) else None) or 0
+    payload["spend"] = {
+        "alias": plan.alias,
+        "candidate": candidate,
+        "failed": failed,
+        "tokens": input_tokens + output_tokens,
+        "cost_micros": cost_micros(plan.price_of(candidate), input_tokens, output_tokens),
+    }
+    return payload
