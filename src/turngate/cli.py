@@ -29,9 +29,11 @@ ALLOW_ALL = "turngate.policies.allow_all"
 
 
 def _setup_logging() -> None:
+    from turngate.settings import LogSettings
     from turngate.telemetry.logs import configure_logging
 
-    configure_logging(os.environ.get("TURNGATE_LOG_LEVEL", "INFO").upper())  # TURNGATE_LOG_FORMAT
+    logs = LogSettings()
+    configure_logging(logs.log_level.upper(), logs.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("temporalio").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -94,24 +96,24 @@ async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | N
 async def cmd_dev(args: argparse.Namespace) -> int:
     from turngate.devserver import DevServer, DevServerError
     from turngate.temporal_client import connect
-    from turngate.worker.dev_workers import dev_workers, worker_processes_from_env, workers_line
+    from turngate.worker.dev_workers import dev_worker_processes, dev_workers, workers_line
 
-    worker_processes = args.worker_processes
-    if worker_processes is None:
-        worker_processes = worker_processes_from_env()
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     overrides: dict[str, Any] = {"port": args.port}
     if data_dir:
         overrides["data_dir"] = data_dir
-    if "TURNGATE_AUTH" not in os.environ:
-        # Local use: a request without credentials from this machine is let in (docs/SECURITY.md).
-        overrides["auth_mode"] = "dev"
     settings = load_settings(**overrides)
+    if "auth_mode" not in settings.model_fields_set:
+        # Local use: a request without credentials from this machine is let in (docs/SECURITY.md).
+        settings = settings.model_copy(update={"auth_mode": "dev"})
+    worker_processes = args.worker_processes
+    if worker_processes is None:
+        worker_processes = dev_worker_processes(settings.worker_processes)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     dev_key = _dev_key(settings)
     if not settings.policy_module:
+        # Passed to the in-process worker and to worker processes through settings, never os.environ.
         settings = settings.model_copy(update={"policy_module": ALLOW_ALL})
-        os.environ.setdefault("TURNGATE_POLICY_MODULE", ALLOW_ALL)
         log.warning("=" * 72)
         log.warning("DEV MODE: no policy configured, using %s: EVERY intent is ALLOWED.", ALLOW_ALL)
         log.warning("Set TURNGATE_POLICY_MODULE for a real policy. `turngate serve` never does this.")
@@ -138,7 +140,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         # One client for API and an in-process worker: a turn's first workflow task then starts
         # eagerly, in process.
         client = await connect(settings)
-        async with dev_workers(settings, client, worker_processes, stop) as supervised:
+        async with dev_workers(settings, client, worker_processes, stop, os.environ) as supervised:
             api = f"http://{settings.host}:{settings.port}"
             print(
                 "\n".join(
@@ -206,7 +208,8 @@ def _provider_names(settings: Settings) -> list[str]:
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    settings = load_settings(host=args.host, port=args.port)
+    given = {"host": args.host, "port": args.port}
+    settings = load_settings(**{name: value for name, value in given.items() if value is not None})
     if not settings.policy_module:
         log.warning("no policy configured: observer mode, every intent is DENIED (gateway.observer_mode)")
     stop = asyncio.Event()
@@ -254,12 +257,12 @@ def _parse_ref(text: str) -> dict[str, Any]:
 def _chat_inputs(args: argparse.Namespace) -> dict[str, Any]:
     """`inputs` of the intent: a JSON file, then --inputs JSON merged over it."""
     inputs: dict[str, Any] = {}
-    if args.input_file:
-        inputs.update(json.loads(Path(args.input_file).read_text()))
-    if args.inputs:
-        inputs.update(json.loads(args.inputs))
-    if not all(isinstance(k, str) for k in inputs):
-        raise ValueError("inputs must be a JSON object")
+    for text in (Path(args.input_file).read_text() if args.input_file else None, args.inputs):
+        if text:
+            value = json.loads(text)
+            if not isinstance(value, dict):
+                raise ValueError("inputs must be a JSON object")
+            inputs.update(value)
     return inputs
 
 
@@ -270,7 +273,7 @@ async def cmd_chat(args: argparse.Namespace) -> int:
         inputs = _chat_inputs(args)
     except (OSError, ValueError) as exc:
         print(f"error: bad --inputs/--input-file: {exc}", file=sys.stderr)
-        return 2
+        return CHAT_EXIT_USAGE
     envelope = calls.intent_envelope(
         args.message,
         correlation_id=args.correlation_id,
@@ -287,17 +290,17 @@ async def cmd_chat(args: argparse.Namespace) -> int:
             body = await api.call(calls.send_intent(envelope, "execution"))
     except Unreachable as exc:
         print(f"error: {exc} (is `make dev` running?)", file=sys.stderr)
-        return 2
+        return CHAT_EXIT_USAGE
     except TurngateError as exc:
         if args.json:
             print(json.dumps(exc.as_dict(), indent=2))
         else:
             print(f"error {exc.status}: {exc.reason_code}: {exc.detail}", file=sys.stderr)
-        return 1
+        return CHAT_EXIT_REFUSED
+    decision = (body.get("decision") or {}).get("payload", {})
     if args.json:
         print(json.dumps(body, indent=2))
-        return 0
-    decision = (body.get("decision") or {}).get("payload", {})
+        return chat_exit_code(decision)
     execution = (body.get("execution") or {}).get("payload", {})
     if execution.get("redacted"):
         redaction = execution.get("redaction") or {}
@@ -322,7 +325,29 @@ async def cmd_chat(args: argparse.Namespace) -> int:
         f'-- continue: turngate chat "..." --thread {body["thread_id"]} --parent {body["turn_id"]}'
         f" --ref {body['correlation_id']} --ref execution:{body['correlation_id']}"
     )
-    return 0 if decision.get("decision") == "ALLOW" else 3
+    return chat_exit_code(decision)
+
+
+#: `turngate chat` exit statuses, the same with and without --json (see `turngate chat --help`).
+CHAT_EXIT_ALLOW = 0
+CHAT_EXIT_REFUSED = 1  # the API refused the request (an error body with a reason code)
+CHAT_EXIT_USAGE = 2  # bad --inputs / --input-file, or no API at --url
+CHAT_EXIT_DENY = 3
+CHAT_EXIT_PENDING = 4  # no DECISION yet when the API stopped waiting: the turn goes on
+
+CHAT_EXIT_HELP = (
+    "exit status: 0 ALLOW; 1 the API refused the request; 2 bad --inputs/--input-file or no API "
+    "at --url; 3 DENY; 4 no DECISION yet when the API stopped waiting (TURNGATE_WAIT_TIMEOUT_S; "
+    "the turn goes on). The same with --json."
+)
+
+
+def chat_exit_code(decision: dict[str, Any]) -> int:
+    """The exit status of a turn's answer: by its DECISION, or pending when there is none yet."""
+    verdict = decision.get("decision")
+    if verdict == "ALLOW":
+        return CHAT_EXIT_ALLOW
+    return CHAT_EXIT_DENY if verdict == "DENY" else CHAT_EXIT_PENDING
 
 
 def external_context_lines(records: list[dict[str, Any]]) -> list[str]:
@@ -465,8 +490,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(run=cmd_dev)
 
     serve = sub.add_parser("serve", help="run the API (needs a Temporal server and a worker)")
-    serve.add_argument("--host", default=os.environ.get("TURNGATE_HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("TURNGATE_PORT", "8010")))
+    serve.add_argument("--host", help="address to listen on (default: TURNGATE_HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: TURNGATE_PORT, else 8010)")
     serve.set_defaults(run=cmd_serve)
 
     worker = sub.add_parser("worker", help="run the Temporal worker (turns + provider calls)")
@@ -478,7 +503,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.set_defaults(run=cmd_worker)
 
-    chat = sub.add_parser("chat", help="send one message and print the answer and the DECISION")
+    chat = sub.add_parser(
+        "chat",
+        help="send one message and print the answer and the DECISION",
+        description="Send one message and print the answer and the DECISION.",
+        epilog=CHAT_EXIT_HELP,
+    )
     chat.add_argument("message")
     chat.add_argument("--thread", help="thread id (default: a new thread)")
     chat.add_argument("--turn", help="turn id (default: the correlation id)")
@@ -495,14 +525,14 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--input-file", help="intent inputs from a JSON file (--inputs is merged over it)")
     chat.add_argument("--actor", default="user")
     chat.add_argument("--correlation-id", help="default: a fresh random id")
-    chat.add_argument("--url", default=os.environ.get("TURNGATE_URL", "http://127.0.0.1:8010"))
-    chat.add_argument("--timeout", type=float, default=60.0)
+    chat.add_argument("--url", help="the API (default: TURNGATE_URL, else http://127.0.0.1:8010)")
     chat.add_argument(
-        "--api-key",
-        default=os.environ.get("TURNGATE_API_KEY"),
-        help="API key sent as a bearer token (default: TURNGATE_API_KEY)",
+        "--timeout", type=float, default=60.0, help="seconds the HTTP request may take (default 60)"
     )
-    chat.add_argument("--json", action="store_true", help="print the raw response")
+    chat.add_argument("--api-key", help="API key sent as a bearer token (default: TURNGATE_API_KEY)")
+    chat.add_argument(
+        "--json", action="store_true", help="print the raw response (the exit status is unchanged)"
+    )
     chat.set_defaults(run=cmd_chat)
 
     config = sub.add_parser("config", help="print the effective configuration (no secrets)")
