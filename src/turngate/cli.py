@@ -1,4 +1,5 @@
-"""`turngate` command line: dev | serve | worker | chat | config | verify | replay | gc | policy.
+"""`turngate` command line: dev | serve | worker | chat | config | verify | replay | gc | keys |
+setup | jobs | cases | policy (the last five parsers live beside their features).
 
 Every entry point ends with os._exit(code) after a clean shutdown: Temporal's Python SDK can
 crash at interpreter exit otherwise (sdk-python#300).
@@ -124,7 +125,10 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         ui_port=args.ui_port,
         log_file=settings.data_dir / "temporal.log",
     )
-    settings = settings.model_copy(update={"temporal_address": server.address})
+    # The web UI links each turn to this dev server's Temporal UI (its --ui-port), unless
+    # TURNGATE_TEMPORAL_UI_URL names another.
+    ui_url = settings.temporal_ui_url or server.ui_url
+    settings = settings.model_copy(update={"temporal_address": server.address, "temporal_ui_url": ui_url})
     if args.encrypt:
         settings = _dev_encryption(settings, server)
     stop = asyncio.Event()
@@ -195,7 +199,6 @@ def _dev_encryption(settings: Settings, server: Any) -> Settings:
     if not settings.encryption_keys and not settings.encryption_keys_file:
         update["encryption_keys_file"] = ensure_key_file(settings.data_dir / "encryption-keys", "dev-1")
     if server.ui_url:
-        update["temporal_ui_url"] = settings.temporal_ui_url or server.ui_url
         server.extra_args.extend(["--ui-codec-endpoint", f"http://{settings.host}:{settings.port}/codec"])
     return settings.model_copy(update=update)
 
