@@ -5,7 +5,7 @@ Layout (``pack_dir`` is the ``prompts/`` directory, e.g. ``TURNGATE_PROMPTS_DIR`
     profiles.json                  profiles, selection rules, tools, output safety rules
     default/{layer}.md             the default text of each file layer
     tasks/{task_id}/{layer}.md     a task's own text for a layer (wins over the default)
-    tasks/{task_id}/{provider}.md  provider-specific task override (seed layer 4)
+    tasks/{task_id}/{provider}.md  provider-specific task override (layer 4)
 
 Each file layer resolves task file -> default file -> skipped (with the reason); the provider
 override is the task's ``{provider}.md`` or skipped. This is the only module of the prompt

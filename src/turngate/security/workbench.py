@@ -69,7 +69,7 @@ class WorkbenchConfig(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkbenchConfig:
-        """The seed's variables (plus ``WORKBENCH_DENY_NETWORKS``, comma-separated CIDRs)."""
+        """ALLOW_HANDLE_CONTENT_FETCH, WORKBENCH_* (WORKBENCH_DENY_NETWORKS: CIDRs, comma-separated)."""
 
         def csv(name: str) -> tuple[str, ...] | None:
             raw = env.get(name)
@@ -118,7 +118,7 @@ Resolver = Any  # (host, port) -> list of address strings; injectable for tests
 
 
 def _resolve(host: str, port: int) -> list[str]:
-    return sorted({info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)})
+    return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)})
 
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
