@@ -5,10 +5,9 @@ endpoints add what those do not offer: a list of threads, one page of a thread's
 summaries (INTENT -> DECISION -> EXECUTION joined by correlation id), one turn with its events,
 and the artifacts (manifests, prompt snapshots, fault snapshots) that a turn's events point to.
 
-Tenant isolation: when the auth layer has set ``request.state.tenant_id`` every answer is limited
-to that tenant's events (``None`` means no filter: unauthenticated dev mode). An event's tenant
-is read by :func:`event_tenant`; an event whose tenant cannot be determined is never shown to a
-tenant-scoped caller (fail closed).
+Tenant isolation: when the auth layer has set ``request.state.tenant_id`` every query is limited
+to that tenant's events by the ledger's ``tenant_id`` column (``None`` means no filter:
+unauthenticated dev mode); an event without a tenant is never shown to a tenant-scoped caller.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -24,6 +23,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import ColumnElement, case, func, select
+from sqlalchemy.engine import RowMapping
 
 from turngate import __version__
 from turngate.api.errors import error_response
@@ -58,8 +58,6 @@ NO_NUL = r"^[^\x00]*$"
 #: Artifacts larger than this are not served to the browser.
 ARTIFACT_MAX_BYTES = 2 * 1024 * 1024
 
-tenant_column = events.c.get("tenant_id")
-
 
 # --------------------------------------------------------------------------- tenants
 
@@ -70,36 +68,12 @@ def caller_tenant(request: Request) -> str | None:
     return None if tenant is None else str(tenant)
 
 
-def event_tenant(row: Mapping[str, Any], payload: Mapping[str, Any] | None) -> str | None:
-    """The tenant an event belongs to: the ``tenant_id`` column if the ledger has one, else the
-    server-written ``tenant_id`` (top level, ``principal`` or ``identity``) of its payload; ``None``
-    if unknown."""
-    if tenant_column is not None and row.get("tenant_id") is not None:
-        return str(row["tenant_id"])
-    if isinstance(payload, Mapping):
-        for holder in (payload, payload.get("principal"), payload.get("identity")):
-            if isinstance(holder, Mapping) and isinstance(holder.get("tenant_id"), str):
-                return str(holder["tenant_id"])
-    return None
-
-
-def _visible(tenant: str | None, row: Mapping[str, Any], payload: Mapping[str, Any] | None) -> bool:
-    return tenant is None or event_tenant(row, payload) == tenant
-
-
 def _tenant_conditions(tenant: str | None) -> list[ColumnElement[bool]]:
-    if tenant is not None and tenant_column is not None:
-        return [tenant_column == tenant]
-    return []
+    return [] if tenant is None else [events.c.tenant_id == tenant]
 
 
-def _rows_to_events(rows: Sequence[Mapping[str, Any]], tenant: str | None) -> list[Event]:
-    out: list[Event] = []
-    for row in rows:
-        event = event_from_row(row)
-        if _visible(tenant, row, event.payload):
-            out.append(event)
-    return out
+def _rows_to_events(rows: Sequence[RowMapping]) -> list[Event]:
+    return [event_from_row(row) for row in rows]
 
 
 # --------------------------------------------------------------------------- config
@@ -213,12 +187,6 @@ async def threads(
     substring, an actor that took part, a decision that occurred, an activity window. Deep pages:
     pass the previous page's ``next_before`` as ``before`` (a seek, whatever the depth)."""
     tenant = caller_tenant(request)
-    if tenant is not None and tenant_column is None:
-        return error_response(
-            501,
-            "ui.tenant_filter_unavailable",
-            "this ledger has no tenant column, so threads cannot be listed per tenant",
-        )
     try:
         since_iso, until_iso = _iso(since, "since"), _iso(until, "until")
     except (ValueError, OverflowError) as exc:
@@ -326,8 +294,8 @@ def turn_summary(state: ApiState, turn: Sequence[Event]) -> dict[str, Any]:
         p = execution.payload
         error = p.get("error") if isinstance(p.get("error"), dict) else None
         answer, cut = _cut(p.get("output_text"))
-        usage = p.get("usage") if isinstance(p.get("usage"), dict) else {}
-        obs = p.get("_obs") if isinstance(p.get("_obs"), dict) else {}
+        usage = raw_usage if isinstance(raw_usage := p.get("usage"), dict) else {}
+        obs = raw_obs if isinstance(raw_obs := p.get("_obs"), dict) else {}
         summary["execution"] = {
             "index": execution.index,
             "digest": execution.digest,
@@ -404,8 +372,8 @@ def thread_turns(
             else []
         )
         head = conn.execute(select(func.max(index_column))).scalar_one()
-    intents = _rows_to_events(intent_rows, tenant)
-    others = _group_turns(_rows_to_events(rest, tenant))
+    intents = _rows_to_events(intent_rows)
+    others = _group_turns(_rows_to_events(rest))
     turns = []
     for position, intent in enumerate(intents):
         summary = turn_summary(state, [intent, *others.get(intent.correlation_id, [])])
@@ -446,7 +414,7 @@ def load_turn(state: ApiState, tenant: str | None, correlation_id: str) -> list[
     )
     with state.store.read_connection("ui turn") as conn:
         rows = conn.execute(query).mappings().all()
-    return _rows_to_events(rows, tenant)
+    return _rows_to_events(rows)
 
 
 @router.get("/turn", response_model=None)
