@@ -39,10 +39,6 @@ class LedgerOutage:
         self.down_since: float | None = None
         self.detail = ""
 
-    @property
-    def is_down(self) -> bool:
-        return self.down_since is not None
-
     def failed(self, exc: BaseException) -> None:
         """A ledger read failed: the first failure of an outage logs and starts the probe."""
         self.detail = str(exc)
