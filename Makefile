@@ -30,10 +30,12 @@ dev: $(RUN_STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 	$(BIN)/ruff format --check src tests bench
 
 bench: $(STAMP)

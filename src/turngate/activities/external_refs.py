@@ -25,7 +25,8 @@ from turngate.core.events import REF_TYPE_CASE_QUERY, CaseQueryRef, ExternalRef,
 from turngate.core.external import ExternalContext, ExternalError, ExternalItem
 from turngate.core.manifest import ExclusionEntry
 from turngate.jobs.case_query import CaseQueryError, IndexCache, manifest_record, resolve_case_query
-from turngate.jobs.embedders import Embedder, EmbedderSpec, build_embedder
+from turngate.jobs.embedder_spec import EmbedderSpec
+from turngate.jobs.embedders import Embedder, build_embedder
 from turngate.jobs.registry import CaseRegistry
 from turngate.security.workbench import FetchOutcome, WorkbenchConfig, fetch_handle
 from turngate.workflows.shared import ExternalRefsInput
@@ -134,7 +135,7 @@ class ExternalRefActivities:
                     item_id=exclusion.chunk_id,
                     item_type="evidence",
                     source_ref=source,
-                    excluded_reason=_RETRIEVAL_EXCLUSION.get(exclusion.reason, "policy_filter"),  # type: ignore[arg-type]
+                    excluded_reason=_RETRIEVAL_EXCLUSION.get(exclusion.reason, "policy_filter"),
                 )
             )
         return None

@@ -281,7 +281,7 @@ def provider_request(
     """The request a provider call sends (and a fault's prompt snapshot records): ``inp``'s
     messages, the offloaded earlier ones replaced by their whole texts (``history``, by
     position), the last one by ``full_message`` when the user message was offloaded."""
-    messages = [ChatMessage(**m) for m in inp.messages]  # type: ignore[arg-type]
+    messages = [ChatMessage(**m) for m in inp.messages]
     for position, text in (history or {}).items():
         messages[position] = ChatMessage(role=messages[position].role, content=text)
     if full_message is not None:

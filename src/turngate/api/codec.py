@@ -41,7 +41,8 @@ class CodecPayloads(BaseModel):
 
 
 def _codec(request: Request) -> PayloadCodec | None:
-    return request.app.state.payload_codec
+    codec: PayloadCodec | None = request.app.state.payload_codec
+    return codec
 
 
 async def _apply(

@@ -271,7 +271,7 @@ def _policy_checks(
     cfg: ContextConfig,
     policy: LoadedPolicy,
 ) -> None:
-    recorded = stored.get("policy") if isinstance(stored.get("policy"), Mapping) else {}
+    recorded = raw if isinstance(raw := stored.get("policy"), Mapping) else {}
     loaded = policy.describe()
     differ = [
         f"{key}: recorded {recorded.get(key)!r}, loaded {loaded[key]!r}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -29,7 +29,7 @@ def _blocking(
     def call(self: Turngate, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._run(method(self._api, *args, **kwargs))
 
-    return call
+    return call  # type: ignore[return-value]  # mypy types functools.wraps' result as _Wrapped
 
 
 def _iterating(
@@ -41,7 +41,7 @@ def _iterating(
         try:
             while True:
                 try:
-                    yield self._run(items.__anext__())
+                    yield self._run(_awaited(items.__anext__()))
                 except StopAsyncIteration:
                     return
         finally:
@@ -49,7 +49,12 @@ def _iterating(
             if close is not None:
                 self._run(close())
 
-    return call
+    return call  # type: ignore[return-value]  # mypy types functools.wraps' result as _Wrapped
+
+
+async def _awaited(work: Awaitable[T]) -> T:
+    """An awaitable as a coroutine (what run_coroutine_threadsafe takes)."""
+    return await work
 
 
 class Turngate:
@@ -91,15 +96,16 @@ class Turngate:
         self._thread.join()
         self._loop.close()
 
+    # mypy cannot bind Concatenate[AsyncTurngate, P] to a method with ``**kwargs``: those ignore it.
     call = _blocking(AsyncTurngate.call)
     send_intent = _blocking(AsyncTurngate.send_intent)
-    chat = _blocking(AsyncTurngate.chat)
+    chat = _blocking(AsyncTurngate.chat)  # type: ignore[arg-type]
     stream_intent = _iterating(AsyncTurngate.stream_intent)
     stream_turn = _iterating(AsyncTurngate.stream_turn)
-    snapshot = _blocking(AsyncTurngate.snapshot)
-    iter_events = _iterating(AsyncTurngate.iter_events)
+    snapshot = _blocking(AsyncTurngate.snapshot)  # type: ignore[arg-type]
+    iter_events = _iterating(AsyncTurngate.iter_events)  # type: ignore[arg-type]
     tail = _iterating(AsyncTurngate.tail)
-    verify = _blocking(AsyncTurngate.verify)
+    verify = _blocking(AsyncTurngate.verify)  # type: ignore[arg-type]
     capabilities = _blocking(AsyncTurngate.capabilities)
     upload = _blocking(AsyncTurngate.upload)
     submit_job = _blocking(AsyncTurngate.submit_job)

@@ -257,7 +257,7 @@ def admit_tool_calls(
                 )
             )
             continue
-        problems = [error] if error is not None or call is None else []
+        problems: list[str] = [error] if error is not None else []  # a call of None has an error
         if call is not None and not problems:
             problems = schema_errors(call.arguments, spec.parameters)
             if not problems and spec.signals:

@@ -25,7 +25,7 @@ from sqlalchemy import ColumnElement, Select, and_, func, select
 from sqlalchemy.engine import Connection
 
 from turngate.audit.gc_passes import with_fewer_gc_passes
-from turngate.audit.verify import config_map, event_from, read_candidates, stored_config_digest
+from turngate.audit.verify import config_map, read_candidates, stored_config_digest
 from turngate.audit.verify_parallel import (
     Range,
     RangeBoard,
@@ -40,7 +40,7 @@ from turngate.core.policy import LoadedPolicy
 from turngate.core.whatif import Change, Verdict, redecide
 from turngate.ledger import LedgerStore
 from turngate.ledger.schema import events, index_column
-from turngate.ledger.store import is_sqlite_memory
+from turngate.ledger.store import event_from_row, is_sqlite_memory
 
 #: DECISIONs per batch (one INTENT query and three candidate key lookups each).
 BATCH_SIZE = 500
@@ -163,7 +163,7 @@ def _intents(conn: Connection, correlation_ids: Sequence[str]) -> dict[str, Even
             events.c.kind == str(EventKind.INTENT), events.c.correlation_id.in_(list(correlation_ids))
         )
     ).mappings()
-    return {row["correlation_id"]: event_from(row, json.loads(row["payload"])) for row in rows}
+    return {row["correlation_id"]: event_from_row(row) for row in rows}
 
 
 def _run_part(
@@ -193,10 +193,10 @@ def _run_part(
             rows = [dict(row) for row in conn.execute(statement).mappings()]
             if not rows:
                 break
-            after = int(rows[-1]["index"])  # type: ignore[call-overload]
+            after = int(rows[-1]["index"])
             if claim is not None:
                 high = claim(after)
-                rows = [row for row in rows if int(row["index"]) <= high]  # type: ignore[call-overload]
+                rows = [row for row in rows if int(row["index"]) <= high]
             _run_batch(conn, rows, policy, configs, part)
             if progress is not None:
                 progress(part.checked + part.config_unknown + part.unreproducible)

@@ -57,7 +57,12 @@ class PromptPins:
     def _pinned(self, thread_id: str, task_id: str | None, provider: str) -> PromptContext | None:
         first = self._first_decision_with_prompt(thread_id)
         prompt = (first.payload.get("prompt") if first else None) or {}
-        if not prompt or prompt.get("task_id") != task_id or prompt.get("provider") != provider:
+        if (
+            first is None
+            or not prompt
+            or prompt.get("task_id") != task_id
+            or prompt.get("provider") != provider
+        ):
             return None  # no pin yet, or this turn uses another task/provider: a fresh snapshot
         pointer = prompt["snapshot_artifact"]
         data = self._artifacts.get(pointer["artifact_id"])

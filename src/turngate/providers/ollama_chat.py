@@ -94,7 +94,7 @@ class OllamaChatProvider:
         yield StreamChunk(usage=usage)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.close()  # type: ignore[no-untyped-call]  # unannotated in the SDK
 
     async def _raise_for_status(self, response: httpx.Response) -> None:
         if response.status_code < 400:

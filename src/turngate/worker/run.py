@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
@@ -87,7 +88,11 @@ async def running_worker(
         cache_dir=settings.data_dir / "index-cache",
         workbench=settings.workbench_config(),
     )
-    turn_activities = [ledger.begin_turn, ledger.append_event, external.resolve_external_refs]
+    turn_activities: list[Callable[..., Any]] = [
+        ledger.begin_turn,
+        ledger.append_event,
+        external.resolve_external_refs,
+    ]
     turn_activities += [calls.call_provider] if local else []
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [
