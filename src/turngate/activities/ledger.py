@@ -18,7 +18,7 @@ from turngate.artifacts import ArtifactError, ArtifactStore
 from turngate.artifacts.deadline import StorageDeadline
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, EventKind
-from turngate.core.models import ProviderCatalog, resolve_model
+from turngate.core.model_resolution import ProviderCatalog, resolve_model
 from turngate.core.prompts import PromptError
 from turngate.ledger import LedgerConflictError, LedgerStore
 from turngate.prompts.pins import PromptPins

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.events import Event, EventDraft, EventKind, IntentEnvelope
     from turngate.core.external import ExternalContext, ExternalError
     from turngate.core.manifest import build_denied_manifest, build_manifest
-    from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
+    from turngate.core.model_resolution import ModelResolution, ProviderCatalog, resolve_model
     from turngate.core.policy import load_policy
     from turngate.core.prompts import PromptConfig, SystemPrompt, build_system_prompt, parse_prompt_config
     from turngate.core.refs import RefResolutionError, external_refs_of, ref_lookup_ids
