@@ -18,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from turngate.api.errors import error_response
-from turngate.client.models import SnapshotPage as ClientSnapshotPage
-from turngate.client.models import TurnReceipt
-from turngate.client.models import VerifyReport as VerifyReport
+from turngate.client.answers import SnapshotPage as ClientSnapshotPage
+from turngate.client.answers import TurnReceipt
+from turngate.client.answers import VerifyReport as VerifyReport
 from turngate.core.events import EventDraft, IntentEnvelope
 from turngate.jobs.intents import BODIES, JobIntent
 

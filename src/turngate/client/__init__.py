@@ -14,7 +14,7 @@ from turngate.client import calls
 from turngate.client.async_client import AsyncTurngate
 from turngate.client.calls import intent_envelope
 from turngate.client.errors import TurngateError, Unreachable
-from turngate.client.models import (
+from turngate.client.answers import (
     ArtifactPointer,
     Event,
     Job,

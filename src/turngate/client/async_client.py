@@ -14,7 +14,7 @@ from httpx_sse import aconnect_sse
 from turngate.client import calls
 from turngate.client.calls import FINAL_JOB_STATES, TURN_STREAM_END, Call, Wait
 from turngate.client.errors import TurngateError, Unreachable, error_from
-from turngate.client.models import (
+from turngate.client.answers import (
     ArtifactPointer,
     Event,
     Job,
