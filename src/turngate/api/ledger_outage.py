@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from fastapi.responses import JSONResponse
 
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.ledger import LedgerUnavailableError
 
 log = logging.getLogger(__name__)

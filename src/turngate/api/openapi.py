@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.client.answers import SnapshotPage as ClientSnapshotPage
 from turngate.client.answers import TurnReceipt
 from turngate.client.answers import VerifyReport as VerifyReport

@@ -26,7 +26,7 @@ from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.engine import RowMapping
 
 from turngate import __version__
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, is_content_addressed
 from turngate.artifacts.restricted import is_restricted_artifact

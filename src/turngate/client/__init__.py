@@ -11,9 +11,6 @@ with Turngate("http://127.0.0.1:8010", api_key="...") as tg:
 """
 
 from turngate.client import calls
-from turngate.client.async_client import AsyncTurngate
-from turngate.client.calls import intent_envelope
-from turngate.client.errors import TurngateError, Unreachable
 from turngate.client.answers import (
     ArtifactPointer,
     Event,
@@ -24,6 +21,9 @@ from turngate.client.answers import (
     TurnReceipt,
     VerifyReport,
 )
+from turngate.client.async_client import AsyncTurngate
+from turngate.client.calls import intent_envelope
+from turngate.client.errors import TurngateError, Unreachable
 from turngate.client.sync_client import Turngate
 
 __all__ = [

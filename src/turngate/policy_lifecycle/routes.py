@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.policy_lifecycle.history import PolicyHistory
 from turngate.policy_lifecycle.whatif import WhatIfReport
