@@ -33,7 +33,7 @@ from turngate.providers.base import (
     ToolDefinition,
     Usage,
 )
-from turngate.providers.errors import classify_exception
+from turngate.providers.error_classification import classify_exception
 from turngate.providers.tool_calls import ToolCallAccumulator
 from turngate.settings import Settings
 

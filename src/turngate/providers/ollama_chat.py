@@ -20,7 +20,7 @@ import httpx
 import ollama
 
 from turngate.providers.base import ProviderRequest, StreamChunk, ToolCallChunk, Usage
-from turngate.providers.errors import classify_exception, classify_status
+from turngate.providers.error_classification import classify_exception, classify_status
 from turngate.providers.tool_calls import function_tools
 from turngate.settings import Settings
 
