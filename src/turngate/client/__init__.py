@@ -23,7 +23,7 @@ from turngate.client.answers import (
 )
 from turngate.client.async_client import AsyncTurngate
 from turngate.client.calls import intent_envelope
-from turngate.client.errors import TurngateError, Unreachable
+from turngate.client.request_errors import TurngateError, Unreachable
 from turngate.client.sync_client import Turngate
 
 __all__ = [

@@ -23,7 +23,7 @@ from turngate.client.answers import (
     VerifyReport,
 )
 from turngate.client.calls import FINAL_JOB_STATES, TURN_STREAM_END, Call, Wait
-from turngate.client.errors import TurngateError, Unreachable, error_from
+from turngate.client.request_errors import TurngateError, Unreachable, error_from
 from turngate.client.settings import ClientSettings, stream_timeout
 
 
