@@ -619,7 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--json", action="store_true")
     gc.set_defaults(run=cmd_gc)
 
-    from turngate.security.cli import add_keys_parser
+    from turngate.security.key_commands import add_keys_parser
 
     add_keys_parser(sub)
     from turngate.setup_cli import add_setup_parser
