@@ -8,7 +8,8 @@ import pytest
 
 from tests.cli.conftest import Run
 from tests.cli.fake_api import FakeJobsApi
-from turngate.cli import CHAT_EXIT_HELP, build_parser
+from turngate.chat_command import CHAT_EXIT_HELP
+from turngate.cli import build_parser
 
 
 @pytest.mark.parametrize(("decision", "code"), [("ALLOW", 0), ("DENY", 3), (None, 4)])
