@@ -31,10 +31,12 @@ dev: $(RUN_STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/lint-imports
 

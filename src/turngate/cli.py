@@ -1,4 +1,5 @@
-"""`turngate` command line: dev | serve | worker | chat | config | verify | replay | gc | policy.
+"""`turngate` command line: dev | serve | worker | chat | config | verify | replay | gc | keys |
+setup | jobs | cases | policy (chat and the last five are built beside their features).
 
 Every entry point ends with os._exit(code) after a clean shutdown: Temporal's Python SDK can
 crash at interpreter exit otherwise (sdk-python#300).
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from turngate import __version__
 from turngate.arg_types import non_negative_int, positive_int
+from turngate.chat_command import add_chat_parser
 from turngate.settings import Settings, load_settings
 from turngate.stop_signals import StopSignals
 
@@ -30,9 +32,11 @@ ALLOW_ALL = "turngate.policies.allow_all"
 
 
 def _setup_logging() -> None:
+    from turngate.settings import LogSettings
     from turngate.telemetry.logs import configure_logging
 
-    configure_logging(os.environ.get("TURNGATE_LOG_LEVEL", "INFO").upper())  # TURNGATE_LOG_FORMAT
+    logs = LogSettings()
+    configure_logging(logs.log_level.upper(), logs.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("temporalio").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -95,24 +99,24 @@ async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | N
 async def cmd_dev(args: argparse.Namespace) -> int:
     from turngate.devserver import DevServer, DevServerError
     from turngate.temporal_client import connect
-    from turngate.worker.dev_workers import dev_workers, worker_processes_from_env, workers_line
+    from turngate.worker.dev_workers import dev_worker_processes, dev_workers, workers_line
 
-    worker_processes = args.worker_processes
-    if worker_processes is None:
-        worker_processes = worker_processes_from_env()
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     overrides: dict[str, Any] = {"port": args.port}
     if data_dir:
         overrides["data_dir"] = data_dir
-    if "TURNGATE_AUTH" not in os.environ:
-        # Local use: a request without credentials from this machine is let in (docs/SECURITY.md).
-        overrides["auth_mode"] = "dev"
     settings = load_settings(**overrides)
+    if "auth_mode" not in settings.model_fields_set:
+        # Local use: a request without credentials from this machine is let in (docs/SECURITY.md).
+        settings = settings.model_copy(update={"auth_mode": "dev"})
+    worker_processes = args.worker_processes
+    if worker_processes is None:
+        worker_processes = dev_worker_processes(settings.worker_processes)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     dev_key = _dev_key(settings)
     if not settings.policy_module:
+        # Passed to the in-process worker and to worker processes through settings, never os.environ.
         settings = settings.model_copy(update={"policy_module": ALLOW_ALL})
-        os.environ.setdefault("TURNGATE_POLICY_MODULE", ALLOW_ALL)
         log.warning("=" * 72)
         log.warning("DEV MODE: no policy configured, using %s: EVERY intent is ALLOWED.", ALLOW_ALL)
         log.warning("Set TURNGATE_POLICY_MODULE for a real policy. `turngate serve` never does this.")
@@ -123,7 +127,10 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         ui_port=args.ui_port,
         log_file=settings.data_dir / "temporal.log",
     )
-    settings = settings.model_copy(update={"temporal_address": server.address})
+    # The web UI links each turn to this dev server's Temporal UI (its --ui-port), unless
+    # TURNGATE_TEMPORAL_UI_URL names another.
+    ui_url = settings.temporal_ui_url or server.ui_url
+    settings = settings.model_copy(update={"temporal_address": server.address, "temporal_ui_url": ui_url})
     if args.encrypt:
         settings = _dev_encryption(settings, server)
     stop = asyncio.Event()
@@ -139,7 +146,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         # One client for API and an in-process worker: a turn's first workflow task then starts
         # eagerly, in process.
         client = await connect(settings)
-        async with dev_workers(settings, client, worker_processes, stop) as supervised:
+        async with dev_workers(settings, client, worker_processes, stop, os.environ) as supervised:
             api = f"http://{settings.host}:{settings.port}"
             print(
                 "\n".join(
@@ -194,7 +201,6 @@ def _dev_encryption(settings: Settings, server: Any) -> Settings:
     if not settings.encryption_keys and not settings.encryption_keys_file:
         update["encryption_keys_file"] = ensure_key_file(settings.data_dir / "encryption-keys", "dev-1")
     if server.ui_url:
-        update["temporal_ui_url"] = settings.temporal_ui_url or server.ui_url
         server.extra_args.extend(["--ui-codec-endpoint", f"http://{settings.host}:{settings.port}/codec"])
     return settings.model_copy(update=update)
 
@@ -207,7 +213,8 @@ def _provider_names(settings: Settings) -> list[str]:
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    settings = load_settings(host=args.host, port=args.port)
+    given = {"host": args.host, "port": args.port}
+    settings = load_settings(**{name: value for name, value in given.items() if value is not None})
     if not settings.policy_module:
         log.warning("no policy configured: observer mode, every intent is DENIED (gateway.observer_mode)")
     stop = asyncio.Event()
@@ -234,112 +241,6 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     finally:
         orphan_watch.cancel()
     return 0
-
-
-def _parse_ref(text: str) -> dict[str, Any]:
-    """``ID``, ``execution:ID``, or a JSON object for an external ref (``case_query``, ...)."""
-    if text.lstrip().startswith("{"):
-        try:
-            ref = json.loads(text)
-        except ValueError as exc:
-            raise SystemExit(f"--ref {text!r} is not valid JSON: {exc}") from exc
-        if not isinstance(ref, dict):
-            raise SystemExit(f"--ref {text!r} must be a JSON object")
-        return ref
-    kind, sep, ref_id = text.partition(":")
-    if sep and kind in ("event", "execution"):
-        return {"ref_type": kind, "ref_id": ref_id}
-    return {"ref_type": "event", "ref_id": text}
-
-
-def _chat_inputs(args: argparse.Namespace) -> dict[str, Any]:
-    """`inputs` of the intent: a JSON file, then --inputs JSON merged over it."""
-    inputs: dict[str, Any] = {}
-    if args.input_file:
-        inputs.update(json.loads(Path(args.input_file).read_text()))
-    if args.inputs:
-        inputs.update(json.loads(args.inputs))
-    if not all(isinstance(k, str) for k in inputs):
-        raise ValueError("inputs must be a JSON object")
-    return inputs
-
-
-async def cmd_chat(args: argparse.Namespace) -> int:
-    from turngate.client import AsyncTurngate, TurngateError, Unreachable, calls
-
-    try:
-        inputs = _chat_inputs(args)
-    except (OSError, ValueError) as exc:
-        print(f"error: bad --inputs/--input-file: {exc}", file=sys.stderr)
-        return 2
-    envelope = calls.intent_envelope(
-        args.message,
-        correlation_id=args.correlation_id,
-        thread_id=args.thread,
-        turn_id=args.turn,
-        parent_turn_id=args.parent,
-        refs=[_parse_ref(r) for r in args.ref],
-        model=args.model,
-        inputs=inputs,
-        actor=args.actor,
-    )
-    try:
-        async with AsyncTurngate(args.url, args.api_key, timeout_s=args.timeout + 5) as api:
-            body = await api.call(calls.send_intent(envelope, "execution"))
-    except Unreachable as exc:
-        print(f"error: {exc} (is `make dev` running?)", file=sys.stderr)
-        return 2
-    except TurngateError as exc:
-        if args.json:
-            print(json.dumps(exc.as_dict(), indent=2))
-        else:
-            print(f"error {exc.status}: {exc.reason_code}: {exc.detail}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(body, indent=2))
-        return 0
-    decision = (body.get("decision") or {}).get("payload", {})
-    execution = (body.get("execution") or {}).get("payload", {})
-    if execution.get("redacted"):
-        redaction = execution.get("redaction") or {}
-        print(f"[redacted by {redaction.get('rule_id')}: {redaction.get('reason_code')}]")
-    elif execution.get("error"):
-        err = execution["error"]
-        print(f"[execution error] {err.get('code')}: {err.get('message')}")
-    elif execution:
-        print(execution.get("output_text", ""))
-    print(
-        f"\n-- {decision.get('decision', 'PENDING')} {', '.join(decision.get('reason_codes', []))}"
-        f" | policy {decision.get('policy_id')} | provider {decision.get('provider')}"
-        f" model {decision.get('resolved_model_id')}"
-        f"\n-- thread {body['thread_id']} turn {body['turn_id']} correlation {body['correlation_id']}"
-        f" | INTENT index {body.get('index')} | context_digest {decision.get('context_digest')}"
-    )
-    for line in external_context_lines(decision.get("external_context") or []):
-        print(line)
-    if body.get("wait_timed_out"):
-        print("-- still running: see /snapshot or /tail for the rest")
-    print(
-        f'-- continue: turngate chat "..." --thread {body["thread_id"]} --parent {body["turn_id"]}'
-        f" --ref {body['correlation_id']} --ref execution:{body['correlation_id']}"
-    )
-    return 0 if decision.get("decision") == "ALLOW" else 3
-
-
-def external_context_lines(records: list[dict[str, Any]]) -> list[str]:
-    """One summary line per declared external ref of a DECISION (what reached the model)."""
-    lines: list[str] = []
-    for record in records:
-        if record.get("ref_type") == "case_query":
-            chunks = len(record.get("selected_chunk_ids") or [])
-            lines.append(
-                f"-- case_query {record.get('case_id')} {record.get('retrieval_query')!r}: {chunks} chunk(s)"
-                f" from index {record.get('index_version')}"
-            )
-        else:
-            outcome = record.get("reason_code") or f"fetched {record.get('content_sha256')}"
-            lines.append(f"-- {record.get('ref_type')} {record.get('handle_id')}: {outcome}")
-    return lines
 
 
 async def cmd_config(args: argparse.Namespace) -> int:
@@ -446,8 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(run=cmd_dev)
 
     serve = sub.add_parser("serve", help="run the API (needs a Temporal server and a worker)")
-    serve.add_argument("--host", default=os.environ.get("TURNGATE_HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("TURNGATE_PORT", "8010")))
+    serve.add_argument("--host", help="address to listen on (default: TURNGATE_HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: TURNGATE_PORT, else 8010)")
     serve.set_defaults(run=cmd_serve)
 
     worker = sub.add_parser("worker", help="run the Temporal worker (turns + provider calls)")
@@ -459,32 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.set_defaults(run=cmd_worker)
 
-    chat = sub.add_parser("chat", help="send one message and print the answer and the DECISION")
-    chat.add_argument("message")
-    chat.add_argument("--thread", help="thread id (default: a new thread)")
-    chat.add_argument("--turn", help="turn id (default: the correlation id)")
-    chat.add_argument("--parent", help="parent turn id (a continuation must declare refs)")
-    chat.add_argument(
-        "--ref",
-        action="append",
-        default=[],
-        help="declared ref: a correlation/turn id or event digest; execution:ID for an answer; "
-        'or a JSON object, e.g. \'{"ref_type": "case_query", "case_id": "handbook", "query": "leave"}\'',
-    )
-    chat.add_argument("--model", help="requested model id")
-    chat.add_argument("--inputs", help='intent inputs as JSON, e.g. \'{"task_id": "phishing-01"}\'')
-    chat.add_argument("--input-file", help="intent inputs from a JSON file (--inputs is merged over it)")
-    chat.add_argument("--actor", default="user")
-    chat.add_argument("--correlation-id", help="default: a fresh random id")
-    chat.add_argument("--url", default=os.environ.get("TURNGATE_URL", "http://127.0.0.1:8010"))
-    chat.add_argument("--timeout", type=float, default=60.0)
-    chat.add_argument(
-        "--api-key",
-        default=os.environ.get("TURNGATE_API_KEY"),
-        help="API key sent as a bearer token (default: TURNGATE_API_KEY)",
-    )
-    chat.add_argument("--json", action="store_true", help="print the raw response")
-    chat.set_defaults(run=cmd_chat)
+    add_chat_parser(sub)
 
     config = sub.add_parser("config", help="print the effective configuration (no secrets)")
     config.set_defaults(run=cmd_config)
@@ -567,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--json", action="store_true")
     gc.set_defaults(run=cmd_gc)
 
-    from turngate.security.cli import add_keys_parser
+    from turngate.security.key_commands import add_keys_parser
 
     add_keys_parser(sub)
     from turngate.setup_cli import add_setup_parser

@@ -131,10 +131,6 @@ class EncryptionCodec(PayloadCodec):
         self._active_id = keys.active_id
         self._ciphers = {key_id: AESGCM(material) for key_id, material in keys.keys.items()}
 
-    @property
-    def active_key_id(self) -> str:
-        return self._active_id
-
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.encrypt(p) for p in payloads]
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from turngate.artifacts.deadline import DEFAULT_ARTIFACT_DEADLINE_S, MAX_ARTIFACT_DEADLINE_S
+
+if TYPE_CHECKING:  # imported when used: the CLI and the worker supervisor load settings quickly
+    from turngate.core.context import ContextConfig
 
 
 def _alias(*names: str) -> AliasChoices:
@@ -29,9 +32,17 @@ def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
-class Settings(BaseSettings):
+class LogSettings(BaseSettings):
+    """What every process reads before anything else (the CLI, before its command's settings)."""
+
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
 
+    log_level: str = Field("INFO", validation_alias=_alias("TURNGATE_LOG_LEVEL"))
+    # text lines, or json: one object per line with the current span's trace_id/span_id
+    log_format: str = Field("text", validation_alias=_alias("TURNGATE_LOG_FORMAT"))
+
+
+class Settings(LogSettings):
     # Temporal (its own variable names)
     temporal_address: str = Field("127.0.0.1:7233", validation_alias=_alias("TEMPORAL_ADDRESS"))
     temporal_namespace: str = Field("default", validation_alias=_alias("TEMPORAL_NAMESPACE"))
@@ -78,6 +89,17 @@ class Settings(BaseSettings):
     whatif_policies: str | None = Field(None, validation_alias=_alias("TURNGATE_WHATIF_POLICIES"))
     context_config_path: Path | None = Field(
         None, validation_alias=_alias("TURNGATE_CONTEXT_CONFIG", "DBL_GATEWAY_CONTEXT_CONFIG")
+    )
+    # Overrides of the context config's fields (docs/CONTEXT.md); checked by load_context_config.
+    context_max_refs: str | None = Field(None, validation_alias=_alias("TURNGATE_CONTEXT_MAX_REFS"))
+    context_empty_refs_policy: str | None = Field(
+        None, validation_alias=_alias("TURNGATE_CONTEXT_EMPTY_REFS_POLICY")
+    )
+    context_allow_execution_refs: str | None = Field(
+        None, validation_alias=_alias("TURNGATE_CONTEXT_ALLOW_EXECUTION_REFS")
+    )
+    context_enforce_scope_bound: str | None = Field(
+        None, validation_alias=_alias("TURNGATE_CONTEXT_ENFORCE_SCOPE_BOUND")
     )
 
     # Prompt packs: a directory with default/, tasks/ and profiles.json; none -> no system prompt
@@ -201,11 +223,29 @@ class Settings(BaseSettings):
     max_streams_per_key: int = Field(8, ge=1, validation_alias=_alias("TURNGATE_MAX_STREAMS_PER_KEY"))
     max_declared_refs: int = Field(256, ge=0, validation_alias=_alias("TURNGATE_MAX_DECLARED_REFS"))
     max_declared_tools: int = Field(20, ge=0, validation_alias=_alias("TURNGATE_MAX_DECLARED_TOOLS"))
+    # Content fetch of workbench handles (docs/SECURITY.md); parsed by WorkbenchConfig.
+    workbench_fetch: str | None = Field(None, validation_alias=_alias("ALLOW_HANDLE_CONTENT_FETCH"))
+    workbench_resolver_url: str | None = Field(None, validation_alias=_alias("WORKBENCH_RESOLVER_URL"))
+    workbench_bearer_token: SecretStr | None = Field(
+        None, validation_alias=_alias("WORKBENCH_AUTH_BEARER_TOKEN")
+    )
+    workbench_fetch_timeout_ms: str | None = Field(
+        None, validation_alias=_alias("WORKBENCH_FETCH_TIMEOUT_MS")
+    )
+    workbench_max_bytes: str | None = Field(None, validation_alias=_alias("WORKBENCH_MAX_BYTES"))
+    workbench_admit_kinds: str | None = Field(None, validation_alias=_alias("WORKBENCH_ADMIT_KINDS"))
+    workbench_deny_networks: str | None = Field(None, validation_alias=_alias("WORKBENCH_DENY_NETWORKS"))
 
     # API
     host: str = Field("127.0.0.1", validation_alias=_alias("TURNGATE_HOST"))
     port: int = Field(8010, validation_alias=_alias("TURNGATE_PORT"))
     temporal_ui_url: str | None = Field(None, validation_alias=_alias("TURNGATE_TEMPORAL_UI_URL"))
+
+    # Worker
+    # /metrics and /healthz of `turngate worker` (host:port; unset: not served).
+    worker_metrics_bind: str = Field("", validation_alias=_alias("TURNGATE_WORKER_METRICS_BIND"))
+    # Worker processes beside `turngate dev`'s API (unset: chosen from the core count).
+    worker_processes: int | None = Field(None, ge=0, validation_alias=_alias("TURNGATE_WORKER_PROCESSES"))
 
     @cached_property
     def effective_ledger_url(self) -> str:
@@ -244,6 +284,26 @@ class Settings(BaseSettings):
     @property
     def ollama_models(self) -> tuple[str, ...]:
         return _csv(self.ollama_model_ids)
+
+    def context_config(self) -> ContextConfig:
+        """The context config file (or the packaged one) with the TURNGATE_CONTEXT_* overrides."""
+        from turngate.core.context import (
+            ENV_ALLOW_EXECUTION_REFS,
+            ENV_EMPTY_REFS_POLICY,
+            ENV_ENFORCE_SCOPE_BOUND,
+            ENV_MAX_REFS,
+            load_context_config,
+        )
+
+        overrides = {
+            ENV_MAX_REFS: self.context_max_refs,
+            ENV_EMPTY_REFS_POLICY: self.context_empty_refs_policy,
+            ENV_ALLOW_EXECUTION_REFS: self.context_allow_execution_refs,
+            ENV_ENFORCE_SCOPE_BOUND: self.context_enforce_scope_bound,
+        }
+        return load_context_config(
+            self.context_config_path, {k: v for k, v in overrides.items() if v is not None}
+        )
 
     def public_view(self) -> dict[str, Any]:
         """Effective configuration for display: secrets reduced to set/unset."""

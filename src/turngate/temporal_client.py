@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import IndexedValueType
@@ -37,12 +36,12 @@ def connect_config(settings: Settings, environ: Mapping[str, str] | None = None)
     """``Client.connect`` arguments as the ``temporal`` CLI would use them for this environment
     (``environ``: the process's own when None)."""
     profile = ClientConfigProfile.load(override_env_vars=environ)
-    config: dict[str, Any] = dict(profile.to_client_connect_config())
+    config = profile.to_client_connect_config()
     if "temporal_address" in settings.model_fields_set or not config.get("target_host"):
         config["target_host"] = settings.temporal_address
     if "temporal_namespace" in settings.model_fields_set or not config.get("namespace"):
         config["namespace"] = settings.temporal_namespace
-    return ClientConnectConfig(**config)
+    return config
 
 
 def encryption_keys(settings: Settings) -> EncryptionKeys | None:

@@ -49,7 +49,7 @@ def test_each_contract_catches_what_it_forbids(tmp_path: Path) -> None:
         "core/canonical.py": "import temporalio.workflow\n",  # core-pure
         "workflows/redaction.py": "import turngate.activities.ledger\n",  # workflows-no-activities
         "jobs/workflows.py": "import turngate.jobs.activities\nimport sqlalchemy\n",  # and workflows-no-io
-        "ledger/errors.py": "import turngate.api.errors\n",  # api-imported-by-entry-points-only, layers
+        "ledger/errors.py": "import turngate.api.error_responses\n",  # api-only-by-entry-points, layers
         "jobs/domain/models.py": "import numpy\n",  # jobs-domain-light
         "jobs/cases/chunks_extra.py": "import turngate.jobs.control\n",  # jobs-layers: cases below control
     }

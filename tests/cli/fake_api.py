@@ -38,6 +38,7 @@ class FakeJobsApi:
         self.fail: dict[str, dict[str, str]] = {}
         self.queue_full_next = 0
         self.retry_after = "0"
+        self.chat_decision: str | None = "ALLOW"  # None: the API stopped waiting before a DECISION
         self.max_upload_bytes = 1_000_000
 
     # ------------------------------------------------------------------ job model
@@ -103,6 +104,17 @@ class FakeJobsApi:
         self.steps[job_id] = 0
         return job
 
+    def _chat_answer(self, envelope: dict[str, Any]) -> dict[str, Any]:
+        """A `chat.message` turn's answer: its DECISION (``chat_decision``) and, on ALLOW, an EXECUTION."""
+        cid = envelope["correlation_id"]
+        body: dict[str, Any] = {"thread_id": "t-1", "turn_id": cid, "correlation_id": cid, "index": 0}
+        if self.chat_decision is None:
+            return body | {"decision": None, "execution": None, "wait_timed_out": True}
+        reasons = [] if self.chat_decision == "ALLOW" else ["policy.denied"]
+        body["decision"] = {"payload": {"decision": self.chat_decision, "reason_codes": reasons}}
+        body["execution"] = {"payload": {"output_text": "hi"}} if self.chat_decision == "ALLOW" else None
+        return body
+
     # ------------------------------------------------------------------ routes
 
     def _build_app(self) -> FastAPI:
@@ -141,6 +153,8 @@ class FakeJobsApi:
             intent_type = envelope["payload"]["intent_type"]
             body = envelope["payload"]["payload"]
             self.requests[-1] = ("POST", "/ingress/intent", intent_type)
+            if intent_type == "chat.message":
+                return self._chat_answer(envelope)
             if self.queue_full_next:
                 self.queue_full_next -= 1
                 return _error(503, "queue.full", "jobs queue full", {"Retry-After": self.retry_after})

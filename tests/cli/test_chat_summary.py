@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turngate.cli import external_context_lines
+from turngate.chat_command import external_context_lines
 
 
 def test_one_line_per_external_ref() -> None:

@@ -31,12 +31,13 @@ class Dev:
     def __init__(self, tmp_path: Path, *, temporal_port: int | None = None) -> None:
         self.api_port = free_port()
         self.temporal_port = temporal_port or free_port()
+        self.ui_port = free_port()
         self.log = tmp_path / "dev.log"
         env = dict(os.environ, TURNGATE_ECHO_DELAY_MS="100000", TURNGATE_LOG_LEVEL="INFO")
         self.process = subprocess.Popen(
             [
                 *(sys.executable, "-m", "turngate", "dev", "--port", str(self.api_port)),
-                *("--temporal-port", str(self.temporal_port), "--ui-port", str(free_port())),
+                *("--temporal-port", str(self.temporal_port), "--ui-port", str(self.ui_port)),
                 *("--data-dir", str(tmp_path / "data")),
             ],
             env=env,
@@ -129,6 +130,9 @@ def dev(tmp_path: Path) -> Iterator[Dev]:
 
 def test_ctrl_c_stops_dev_with_a_stream_open_and_a_turn_running(dev: Dev) -> None:
     dev.wait_up()
+    ui_url = f"http://127.0.0.1:{dev.ui_port}"  # --ui-port reaches the printed and the web UI's links
+    assert f"Temporal UI    {ui_url}" in dev.output()
+    assert httpx.get(f"{dev.base}/ui/api/config", timeout=10).json()["temporal_ui_url"] == ui_url
     temporal = dev.dev_server_pid()
     dev.busy_turn_and_stream()
     dev.process.send_signal(signal.SIGINT)

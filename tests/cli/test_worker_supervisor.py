@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from turngate.cli import build_parser
-from turngate.worker.dev_workers import worker_processes_from_env
+from turngate.settings import Settings
+from turngate.worker.dev_workers import dev_worker_processes
 from turngate.worker.processes import PARENT_PID_ENV, WorkerSupervisor
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
@@ -111,14 +113,16 @@ def test_a_child_without_a_supervisor_does_not_watch_one() -> None:
 
 
 def test_the_process_counts_of_worker_and_dev() -> None:
-    assert [worker_processes_from_env(cpus, {}) for cpus in (1, 2, 3, 4, 8)] == [0, 0, 1, 2, 4]
+    assert [dev_worker_processes(None, cpus) for cpus in (1, 2, 3, 4, 8)] == [0, 0, 1, 2, 4]
     cpus = os.cpu_count() or 1
-    assert worker_processes_from_env(None, {}) == (cpus // 2 if cpus > 2 else 0)
-    assert worker_processes_from_env(8, {"TURNGATE_WORKER_PROCESSES": "0"}) == 0
-    assert worker_processes_from_env(1, {"TURNGATE_WORKER_PROCESSES": "3"}) == 3
+    assert dev_worker_processes(None) == (cpus // 2 if cpus > 2 else 0)
+    assert dev_worker_processes(0, 8) == 0
+    assert dev_worker_processes(3, 1) == 3
+    assert Settings(TURNGATE_WORKER_PROCESSES="0").worker_processes == 0
+    assert Settings(TURNGATE_WORKER_PROCESSES="3").worker_processes == 3
     for bad in ("-1", "two"):
-        with pytest.raises(SystemExit, match="TURNGATE_WORKER_PROCESSES must be a whole number"):
-            worker_processes_from_env(2, {"TURNGATE_WORKER_PROCESSES": bad})
+        with pytest.raises(ValidationError, match="TURNGATE_WORKER_PROCESSES"):
+            Settings(TURNGATE_WORKER_PROCESSES=bad)
     parser = build_parser()
     assert parser.parse_args(["worker"]).processes == 1
     assert parser.parse_args(["worker", "--processes", "3"]).processes == 3

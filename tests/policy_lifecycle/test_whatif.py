@@ -127,11 +127,11 @@ async def test_parallel_processes_give_the_same_report(thread_ledger) -> None:
     assert one.checked == 7
 
 
-async def test_a_decision_under_an_unknown_config_is_not_checked(thread_ledger, monkeypatch) -> None:
-    monkeypatch.setenv("TURNGATE_CONTEXT_MAX_REFS", "3")  # another context config digest
+async def test_a_decision_under_an_unknown_config_is_not_checked(thread_ledger) -> None:
+    other_config = thread_ledger.model_copy(update={"context_max_refs": "3"})  # another config digest
     out, err = io.StringIO(), io.StringIO()
     code = whatif_command(
-        thread_ledger,
+        other_config,
         module=MAX_USER,
         object_name=None,
         query=WhatIfQuery(),

@@ -48,7 +48,7 @@ def test_a_configured_provider_imports_its_sdk_and_only_that_one() -> None:
 def test_sdk_errors_are_classified_whichever_module_was_imported_first() -> None:
     """The classifier looks the SDK classes up when called, so an SDK imported after it counts."""
     code = (
-        "from turngate.providers.errors import classify_exception\n"
+        "from turngate.providers.error_classification import classify_exception\n"
         "import httpx, openai\n"
         "req = httpx.Request('POST', 'http://127.0.0.1/v1')\n"
         "exc = openai.RateLimitError('slow down', response=httpx.Response(429, request=req), body=None)\n"

@@ -14,7 +14,7 @@ from tests.fakes import FakeLLMServer, fake_anthropic, fake_ollama, fake_openai,
 from tests.providers.conftest import collect, make_request
 from turngate.providers.anthropic_chat import AnthropicChatProvider
 from turngate.providers.base import Provider, ProviderError
-from turngate.providers.errors import (
+from turngate.providers.error_classification import (
     classify_exception,
     classify_status,
     parse_retry_after,

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tests.providers.conftest import provider_settings
-from turngate.core.models import ProviderCatalog, ProviderEntry, resolve_model
+from turngate.core.model_resolution import ProviderCatalog, ProviderEntry, resolve_model
 from turngate.providers.anthropic_chat import AnthropicChatProvider
 from turngate.providers.base import Provider
 from turngate.providers.echo import EchoProvider

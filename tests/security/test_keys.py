@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from turngate.cli import build_parser
 from turngate.ledger import LedgerStore
 from turngate.ledger.schema import api_keys
 from turngate.security.keys import KeyStore, hash_secret
@@ -57,13 +59,24 @@ def test_bad_roles_are_refused(store: LedgerStore, roles: str) -> None:
 
 
 def _cli(*args: str, ledger: Path) -> subprocess.CompletedProcess[str]:
+    """`turngate keys ARGS` as a real process (exit status through the whole entry point)."""
     env = {**os.environ, "TURNGATE_LEDGER_URL": f"sqlite:///{ledger.as_posix()}"}
     return subprocess.run(
         [sys.executable, "-m", "turngate", "keys", *args], env=env, capture_output=True, text=True, timeout=60
     )
 
 
-def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
+def _in_process(capsys: pytest.CaptureFixture[str], *args: str, ledger: Path) -> tuple[int, str, str]:
+    """`turngate keys ARGS` through the real parser and command, in this process (no interpreter
+    start per call: the subprocess test above covers the entry point)."""
+    capsys.readouterr()
+    parsed = build_parser().parse_args(["keys", *args, "--ledger-url", f"sqlite:///{ledger.as_posix()}"])
+    code = asyncio.run(parsed.run(parsed))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_keys_cli_create_in_a_real_process(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.sqlite3"
     made = _cli(
         "create",
@@ -80,26 +93,36 @@ def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
     key = json.loads(made.stdout)
     assert key["tenant_id"] == "acme" and key["roles"] == ["intent.write", "snapshot.read"]
     assert key["secret"].startswith("tgk_")
-
-    listed = _cli("list", "--json", ledger=ledger)
-    assert listed.returncode == 0
-    [entry] = json.loads(listed.stdout)
-    assert entry["key_id"] == key["key_id"] and "secret" not in entry
-    assert key["secret"] not in listed.stdout
-
-    text = _cli("list", ledger=ledger)
-    assert key["key_id"] in text.stdout and "active" in text.stdout
-
-    revoked = _cli("revoke", key["key_id"], "--json", ledger=ledger)
-    assert json.loads(revoked.stdout) == {"key_id": key["key_id"], "revoked": True}
-    again = _cli("revoke", key["key_id"], ledger=ledger)
-    assert again.returncode == 1
-
     bad = _cli("create", "--tenant", "acme", "--roles", "root", ledger=ledger)
     assert bad.returncode == 2 and "unknown role" in bad.stderr
 
-    helped = _cli("create", "--help", ledger=ledger)
-    assert "--tenant" in helped.stdout and "--roles" in helped.stdout
+
+def test_keys_cli_create_list_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = tmp_path / "ledger.sqlite3"
+    code, out, err = _in_process(
+        capsys, "create", "--tenant", "acme", "--roles", "intent.write,snapshot.read", "--json", ledger=ledger
+    )
+    assert code == 0, err
+    key = json.loads(out)
+
+    code, out, _ = _in_process(capsys, "list", "--json", ledger=ledger)
+    assert code == 0
+    [entry] = json.loads(out)
+    assert entry["key_id"] == key["key_id"] and "secret" not in entry
+    assert key["secret"] not in out
+
+    _, out, _ = _in_process(capsys, "list", ledger=ledger)
+    assert key["key_id"] in out and "active" in out
+
+    code, out, _ = _in_process(capsys, "revoke", key["key_id"], "--json", ledger=ledger)
+    assert code == 0 and json.loads(out) == {"key_id": key["key_id"], "revoked": True}
+    code, _, _ = _in_process(capsys, "revoke", key["key_id"], ledger=ledger)
+    assert code == 1
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["keys", "create", "--help"])
+    helped = capsys.readouterr().out
+    assert "--tenant" in helped and "--roles" in helped
 
 
 def test_turngate_dev_creates_a_working_local_admin_key(tmp_path: Path) -> None:

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from turngate.audit.verification.run import verify_all
 
 from tests.fakes import FakeAnthropicServer, FakeOpenAIServer, fake_anthropic, fake_openai
 from tests.stack import Stack, envelope, make_settings, running_stack
 from turngate.audit.replay import replay_turn
+from turngate.audit.verification.run import verify_all
 from turngate.core.context import load_context_config
 from turngate.ledger import LedgerStore
 from turngate.ledger.budgets import BudgetStore

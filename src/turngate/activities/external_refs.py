@@ -134,7 +134,7 @@ class ExternalRefActivities:
                     item_id=exclusion.chunk_id,
                     item_type="evidence",
                     source_ref=source,
-                    excluded_reason=_RETRIEVAL_EXCLUSION.get(exclusion.reason, "policy_filter"),  # type: ignore[arg-type]
+                    excluded_reason=_RETRIEVAL_EXCLUSION.get(exclusion.reason, "policy_filter"),
                 )
             )
         return None

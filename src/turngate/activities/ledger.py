@@ -7,6 +7,7 @@ the ledger's (correlation_id, kind) is unique, so a retried step returns what is
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,7 @@ from turngate.artifacts import ArtifactError, ArtifactStore
 from turngate.artifacts.deadline import StorageDeadline
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, EventKind
-from turngate.core.models import ProviderCatalog
+from turngate.core.model_resolution import ProviderCatalog
 from turngate.core.prompt_layers import PromptError
 from turngate.core.spend import key_of
 from turngate.ledger import LedgerConflictError, LedgerStore
@@ -109,9 +110,9 @@ class LedgerActivities:
             snapshots: dict[str, Any] = dict(inp.stored_snapshots)
             stored.extend(pointer for _, pointer in sorted(inp.stored_snapshots.items()))
             for name, text in sorted(inp.snapshots.items()):
-                data = deadline.call(name, lambda name=name, text=text: snapshot_bytes(name, text, store.get))
+                data = deadline.call(name, functools.partial(snapshot_bytes, name, text, store.get))
                 pointer = deadline.call(
-                    name, lambda data=data, name=name: store.put(data, kind=name, retention="snapshot")
+                    name, functools.partial(store.put, data, kind=name, retention="snapshot")
                 )
                 snapshots[name] = pointer.model_dump(mode="json")
                 stored.append(snapshots[name])

@@ -56,10 +56,6 @@ OUTPUT_PREVIEW_CHARS = TEXT_PREVIEW_CHARS
 OUTPUT_ARTIFACT_KIND = "output"
 OUTPUT_MEDIA_TYPE = "text/plain; charset=utf-8"
 
-# Former names (the worker imported them before the token bus existed).
-TokenSink = TokenPublisher
-NullSink = NullBus
-
 
 class _Stream:
     """One attempt's view of the bus. A bus failure is logged once and streaming stops for the

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from fastapi.responses import Response
 
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.core.events import Event
 from turngate.security.streams import StreamSlots, too_many_streams
 

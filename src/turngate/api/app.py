@@ -17,7 +17,7 @@ from turngate import __version__
 from turngate.api import ingress, observe, stream
 from turngate.api.admission import TurnSlots
 from turngate.api.codec import mount_codec
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.api.ledger_outage import LedgerOutage
 from turngate.api.openai_compat import routes as openai_routes
 from turngate.api.openapi import ERRORS, install_openapi

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import PayloadCodec
 
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.artifacts import ArtifactError
 from turngate.artifacts.temporal_codec import PayloadArtifactError, PayloadStoreError
 from turngate.encryption import DecryptionError
@@ -41,7 +41,8 @@ class CodecPayloads(BaseModel):
 
 
 def _codec(request: Request) -> PayloadCodec | None:
-    return request.app.state.payload_codec
+    codec: PayloadCodec | None = request.app.state.payload_codec
+    return codec
 
 
 async def _apply(

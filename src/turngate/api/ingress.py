@@ -23,7 +23,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, turn_finished
-from turngate.api.errors import admission_response, error_response
+from turngate.api.error_responses import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from fastapi.responses import JSONResponse
 
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.ledger import LedgerUnavailableError
 
 log = logging.getLogger(__name__)
@@ -38,10 +38,6 @@ class LedgerOutage:
         self._task: asyncio.Task[None] | None = None
         self.down_since: float | None = None
         self.detail = ""
-
-    @property
-    def is_down(self) -> bool:
-        return self.down_since is not None
 
     def failed(self, exc: BaseException) -> None:
         """A ledger read failed: the first failure of an outage logs and starts the probe."""

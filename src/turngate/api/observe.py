@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -15,7 +14,7 @@ from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
 from turngate import __version__
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.api.ledger_outage import RETRY_AFTER_S, LedgerOutage
 from turngate.api.openapi import Capabilities, Health, SnapshotPage, Status, VerifyReport, sse
 from turngate.api.state import ApiState, api_state
@@ -311,7 +310,6 @@ async def verify(
     A tenant-scoped key verifies one of its threads (`thread_id` is required); another tenant's
     thread answers exactly like a thread that does not exist."""
     from turngate.audit import verify_all
-    from turngate.core.context import load_context_config
 
     tenant = request_principal(request).tenant_id
     scope_thread = thread_id
@@ -325,7 +323,7 @@ async def verify(
             )
         if await asyncio.to_thread(state.store.thread_has_other_tenant, thread_id, tenant):
             scope_thread = f"{NO_SUCH_THREAD}{uuid.uuid4().hex}"  # verify nothing, answer as absent
-    config = load_context_config(state.settings.context_config_path, os.environ)
+    config = state.settings.context_config()
     report = await asyncio.to_thread(
         verify_all,
         state.store,

@@ -17,10 +17,10 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from turngate.api.errors import error_response
-from turngate.client.models import SnapshotPage as ClientSnapshotPage
-from turngate.client.models import TurnReceipt
-from turngate.client.models import VerifyReport as VerifyReport
+from turngate.api.error_responses import error_response
+from turngate.client.answers import SnapshotPage as ClientSnapshotPage
+from turngate.client.answers import TurnReceipt
+from turngate.client.answers import VerifyReport as VerifyReport
 from turngate.core.events import EventDraft, IntentEnvelope
 from turngate.jobs.domain.intents import BODIES, JobIntent
 
@@ -55,8 +55,9 @@ class IntentAccepted(TurnReceipt):
     """``POST /ingress/intent``'s 202 for a turn (with ``wait``: its DECISION and EXECUTION)."""
 
     detail: str | None = None
-    decision: EventRecord | None = None
-    execution: EventRecord | None = None
+    # The documented shape of the same fields (an event as served, with its index).
+    decision: EventRecord | None = None  # type: ignore[assignment]
+    execution: EventRecord | None = None  # type: ignore[assignment]
 
 
 class JobAccepted(_Open):
@@ -67,7 +68,7 @@ class JobAccepted(_Open):
 
 
 class SnapshotPage(ClientSnapshotPage):
-    events: list[EventRecord]
+    events: list[EventRecord]  # type: ignore[assignment]  # the documented shape of the events
 
 
 class Capabilities(_Open):

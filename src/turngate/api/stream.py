@@ -33,7 +33,7 @@ from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.api.openapi import sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.watcher import TurnKey, turn_key

@@ -25,7 +25,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from turngate import __version__
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, is_content_addressed
 from turngate.artifacts.restricted import is_restricted_artifact
@@ -277,8 +277,8 @@ def turn_summary(state: ApiState, turn: Sequence[Event]) -> dict[str, Any]:
         p = execution.payload
         error = p.get("error") if isinstance(p.get("error"), dict) else None
         answer, cut = _cut(p.get("output_text"))
-        usage = p.get("usage") if isinstance(p.get("usage"), dict) else {}
-        obs = p.get("_obs") if isinstance(p.get("_obs"), dict) else {}
+        usage = raw_usage if isinstance(raw_usage := p.get("usage"), dict) else {}
+        obs = raw_obs if isinstance(raw_obs := p.get("_obs"), dict) else {}
         summary["execution"] = {
             "index": execution.index,
             "digest": execution.digest,

@@ -218,7 +218,8 @@ class S3ArtifactStore(BaseArtifactStore):
         key = self.key(path)
         try:
             response = self._client.get_object(Bucket=self.bucket, Key=key)
-            return response["Body"].read()
+            data: bytes = response["Body"].read()
+            return data
         except ClientError as exc:
             if _error_code(exc) in _NOT_FOUND_CODES:
                 raise ArtifactNotFoundError(f"no artifact at {path}") from None

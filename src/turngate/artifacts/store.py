@@ -169,7 +169,7 @@ def validate_kind(kind: str) -> str:
 def validate_retention(retention: str) -> Retention:
     if retention not in RETENTIONS:
         raise ValueError(f"artifact retention {retention!r} must be one of {', '.join(RETENTIONS)}")
-    return retention  # type: ignore[return-value]
+    return retention
 
 
 def artifact_path(retention: Retention, kind: str, digest: str) -> str:
@@ -188,7 +188,7 @@ def parse_artifact_path(path: str) -> ParsedPath | None:
         return None
     if fan != hex_digest[:2]:
         return None
-    return ParsedPath(retention=retention, kind=kind, hex=hex_digest)  # type: ignore[arg-type]
+    return ParsedPath(retention=retention, kind=kind, hex=hex_digest)
 
 
 def is_content_addressed(pointer: ArtifactPointer) -> bool:

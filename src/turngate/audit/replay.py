@@ -31,7 +31,7 @@ from turngate.core.context import ContextConfig
 from turngate.core.decision import decide, stored_scope, verify_decision
 from turngate.core.events import Event, EventKind, event_digest
 from turngate.core.manifest import parse_pointer
-from turngate.core.models import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
+from turngate.core.model_resolution import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
 from turngate.core.pointers import server_pointers
 from turngate.core.policy import LoadedPolicy, PolicyLoadError, load_policy
 from turngate.ledger import LedgerStore
@@ -281,7 +281,7 @@ def _policy_checks(
     cfg: ContextConfig,
     policy: LoadedPolicy,
 ) -> None:
-    recorded = stored.get("policy") if isinstance(stored.get("policy"), Mapping) else {}
+    recorded = raw if isinstance(raw := stored.get("policy"), Mapping) else {}
     loaded = policy.describe()
     differ = [
         f"{key}: recorded {recorded.get(key)!r}, loaded {loaded[key]!r}"

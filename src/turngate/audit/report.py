@@ -9,7 +9,6 @@ ledger, the artifact store, the context config), writes the report to ``out`` an
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -122,11 +121,11 @@ def verify_command(
     checked."""
     from turngate.artifacts import ArtifactConfigError, open_artifact_store
     from turngate.audit.export import ExportError, ledger_from_export
-    from turngate.core.context import ContextConfigError, load_context_config
+    from turngate.core.context import ContextConfigError
     from turngate.ledger import LedgerError, LedgerStore
 
     try:
-        context_config = load_context_config(settings.context_config_path, os.environ)
+        context_config = settings.context_config()
         if events_file is not None:
             artifacts = open_artifact_store(artifacts_dir) if artifacts_dir else None
         else:
@@ -243,11 +242,11 @@ def replay_turn_command(
     """
     from turngate.artifacts import ArtifactConfigError, open_artifact_store
     from turngate.audit.replay import replay_turn
-    from turngate.core.context import ContextConfigError, load_context_config
+    from turngate.core.context import ContextConfigError
     from turngate.ledger import LedgerError, LedgerStore
 
     try:
-        context_config = load_context_config(settings.context_config_path, os.environ)
+        context_config = settings.context_config()
         artifacts = open_artifact_store(settings.effective_artifacts) if check_artifacts else None
     except (ContextConfigError, ArtifactConfigError) as exc:
         err.write(f"replay: {exc}\n")

@@ -11,10 +11,7 @@ with Turngate("http://127.0.0.1:8010", api_key="...") as tg:
 """
 
 from turngate.client import calls
-from turngate.client.async_client import AsyncTurngate
-from turngate.client.calls import intent_envelope
-from turngate.client.errors import TurngateError, Unreachable
-from turngate.client.models import (
+from turngate.client.answers import (
     ArtifactPointer,
     Event,
     Job,
@@ -24,6 +21,9 @@ from turngate.client.models import (
     TurnReceipt,
     VerifyReport,
 )
+from turngate.client.async_client import AsyncTurngate
+from turngate.client.calls import intent_envelope
+from turngate.client.request_errors import TurngateError, Unreachable
 from turngate.client.sync_client import Turngate
 
 __all__ = [

@@ -12,9 +12,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from turngate.client import calls
-from turngate.client.calls import FINAL_JOB_STATES, TURN_STREAM_END, Call, Wait
-from turngate.client.errors import TurngateError, Unreachable, error_from
-from turngate.client.models import (
+from turngate.client.answers import (
     ArtifactPointer,
     Event,
     Job,
@@ -24,6 +22,8 @@ from turngate.client.models import (
     TurnReceipt,
     VerifyReport,
 )
+from turngate.client.calls import FINAL_JOB_STATES, TURN_STREAM_END, Call, Wait
+from turngate.client.request_errors import TurngateError, Unreachable, error_from
 from turngate.client.settings import ClientSettings, stream_timeout
 
 

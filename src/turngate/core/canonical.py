@@ -51,7 +51,7 @@ def _json_writes_it_canonically(value: Any) -> bool:
     if kind is str or kind is bool or value is None:
         return True
     if kind is int:
-        return -_SAFE_INT <= value <= _SAFE_INT
+        return bool(-_SAFE_INT <= value <= _SAFE_INT)
     stack = [value]
     pop, push = stack.pop, stack.append
     while stack:

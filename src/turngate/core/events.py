@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError
+from pydantic_core import ErrorDetails
 
 from turngate.core.canonical import canonical_bytes, digest_bytes
 from turngate.core.json_depth import MAX_JSON_DEPTH, too_deep
@@ -229,7 +230,7 @@ class IntentEnvelope(_Strict):
 _TYPE_ERRORS = ("_type", "_parsing", "model_attributes_type", "is_instance_of")
 
 
-def _reason_for(error: dict[str, Any]) -> str:
+def _reason_for(error: ErrorDetails) -> str:
     kind = str(error.get("type", ""))
     loc = tuple(str(part) for part in error.get("loc", ()))
     if kind == "missing":

@@ -318,7 +318,7 @@ def resolve_declared_refs(
     execution: list[Event] = []
     # SORT_CANONICAL: event index ascending.
     for ref, event in sorted(chosen.values(), key=lambda pair: _event_order(pair[1])):
-        kind: EventKindName = event.kind.value  # type: ignore[assignment]
+        kind: EventKindName = event.kind.value
         pin = {
             "ref_type": ref.ref_type,
             "ref_id": ref.ref_id,

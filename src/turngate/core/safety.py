@@ -20,8 +20,8 @@ Everything here is pure: the same text and rules always give the same verdict, a
 from __future__ import annotations
 
 import re
-import re._constants as _sre_constants  # the stdlib's own regex parser: no new dependency
-import re._parser as _sre_parser
+import re._constants as _sre_constants  # type: ignore[import-not-found]  # the stdlib's own regex parser
+import re._parser as _sre_parser  # type: ignore[import-not-found]  # (typeshed has no stubs for it)
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 

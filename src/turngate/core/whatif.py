@@ -29,7 +29,7 @@ from turngate.core.decision import (
     stored_scope,
 )
 from turngate.core.events import Event
-from turngate.core.models import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
+from turngate.core.model_resolution import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
 from turngate.core.policy import LoadedPolicy
 
 #: How a candidate that raised (or returned no PolicyDecision) is reported per INTENT.

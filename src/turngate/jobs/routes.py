@@ -18,7 +18,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from turngate.api.errors import admission_response, error_response
+from turngate.api.error_responses import admission_response, error_response
 from turngate.api.openapi import ArtifactStored, CaseSummary, JobList, JobView
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, aput

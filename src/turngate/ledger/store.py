@@ -45,7 +45,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, RowMapping, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
@@ -94,7 +94,7 @@ def _sqlite_on_connect(busy_timeout_ms: int, memory: bool) -> Any:
     def on_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
         # The sqlite3 driver's legacy transaction control does not BEGIN before SELECT or DDL;
         # switch it off and emit BEGIN ourselves (SQLAlchemy's documented recipe).
-        dbapi_connection.isolation_level = None  # type: ignore[attr-defined]
+        dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -289,7 +289,7 @@ def event_to_row(event: Event) -> dict[str, Any]:
     }
 
 
-def event_from_row(row: Mapping[str, Any]) -> Event:
+def event_from_row(row: Mapping[str, Any] | RowMapping) -> Event:
     values = {name: row[name] for name in EVENT_COLUMNS}
     values["payload"] = json.loads(values["payload"])
     return Event.model_validate(values)
@@ -566,7 +566,7 @@ class LedgerStore:
         refs = list(dict.fromkeys(ref_ids))
         if not refs:
             return []
-        found: dict[int, Mapping[str, Any]] = {}
+        found: dict[int, RowMapping] = {}
         tenant = _tenant_filter(tenant_id)
         with self._read("fetch_ref_candidates") as conn:
             for chunk in _chunks(refs):
@@ -819,5 +819,5 @@ class LedgerStore:
             params.pop("context", None)  # SQLAlchemy's adapters map, not a libpq parameter
             params.update(postgres_connect_args(self._engine.url, busy_timeout_ms=self._busy_timeout_ms))
             params["application_name"] = "turngate-ledger-listen"
-            return PostgresChangeListener(params, channel=NOTIFY_CHANNEL)
+            return PostgresChangeListener(dict(params), channel=NOTIFY_CHANNEL)
         return PollingChangeListener(self.change_marker, poll_interval_s=poll_interval_s)

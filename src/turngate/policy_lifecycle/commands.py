@@ -8,7 +8,6 @@ could not run (bad arguments, a policy that does not load, an unreadable ledger)
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -118,7 +117,7 @@ def whatif_command(
     workers: int | None = None,
 ) -> int:
     """`turngate policy whatif --module M ...`: 0 nothing changes, 1 something does, 2 error."""
-    from turngate.core.context import ContextConfigError, load_context_config
+    from turngate.core.context import ContextConfigError
     from turngate.core.policy import PolicyLoadError, load_policy
     from turngate.ledger import LedgerError
 
@@ -127,7 +126,7 @@ def whatif_command(
         return EXIT_ERROR
     try:
         policy = load_policy(module, object_name or "POLICY")
-        context_config = load_context_config(settings.context_config_path, os.environ)
+        context_config = settings.context_config()
     except (PolicyLoadError, ContextConfigError) as exc:
         err.write(f"policy whatif: {exc}\n")
         return EXIT_ERROR

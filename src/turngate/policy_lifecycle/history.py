@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from sqlalchemy import select
+from sqlalchemy.engine import RowMapping
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import EventKind
@@ -48,7 +49,9 @@ class PolicyVersion(BaseModel):
     reasons: dict[str, dict[str, int]] = Field(default_factory=dict)
 
     @classmethod
-    def first_seen(cls, role: Role, identity: tuple[str, str, str], row: Mapping[str, Any]) -> PolicyVersion:
+    def first_seen(
+        cls, role: Role, identity: tuple[str, str, str], row: Mapping[str, Any] | RowMapping
+    ) -> PolicyVersion:
         """The version as the DECISION ``row`` (index, created_at) first shows it."""
         at, index = str(row["created_at"]), int(row["index"])
         return cls(

@@ -10,7 +10,6 @@ A key scoped to a tenant sees that tenant's turns only.
 from __future__ import annotations
 
 import asyncio
-import os
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -18,11 +17,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from turngate.api.errors import error_response
+from turngate.api.error_responses import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.policy_lifecycle.history import PolicyHistory
 from turngate.policy_lifecycle.whatif import WhatIfReport
-from turngate.security.auth import request_tenant
+from turngate.security.auth import request_principal
 from turngate.settings import Settings
 
 router = APIRouter()
@@ -68,7 +67,6 @@ async def policy_whatif(
 ) -> dict[str, Any] | JSONResponse:
     """Decide every recorded turn of the selection again with an installed policy and list what
     would change (the JSON of `turngate policy whatif --json`)."""
-    from turngate.core.context import load_context_config
     from turngate.core.policy import PolicyLoadError, load_policy
     from turngate.policy_lifecycle.whatif import WhatIfQuery, run_whatif
 
@@ -87,13 +85,13 @@ async def policy_whatif(
         policy = load_policy(module, object_name)
     except PolicyLoadError as exc:
         return error_response(422, PolicyLoadError.code, str(exc))
-    tenant = request_tenant(request)
+    tenant = request_principal(request).tenant_id
     if tenant is not None and body.tenant_id not in (None, tenant):
         return error_response(403, "auth.forbidden", "a tenant-scoped key sees its own tenant's turns only")
     query = WhatIfQuery(
         thread_id=body.thread_id, tenant_id=tenant or body.tenant_id, since=body.since, until=body.until
     )
-    config = load_context_config(state.settings.context_config_path, os.environ)
+    config = state.settings.context_config()
     report = await asyncio.to_thread(
         run_whatif, state.store, policy, context_config=config, query=query, workers=1
     )
@@ -107,5 +105,7 @@ async def policy_history_route(
     """Every (policy id, version, config digest) in the ledger's DECISIONs, with counts."""
     from turngate.policy_lifecycle.history import policy_history
 
-    history = await asyncio.to_thread(policy_history, state.store, tenant_id=request_tenant(request))
+    history = await asyncio.to_thread(
+        policy_history, state.store, tenant_id=request_principal(request).tenant_id
+    )
     return history.model_dump(mode="json")

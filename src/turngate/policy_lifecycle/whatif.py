@@ -28,7 +28,6 @@ from turngate.audit.forked_ranges import Bound, process_count, run_ranges, split
 from turngate.audit.gc_passes import with_fewer_gc_passes
 from turngate.audit.verification.candidates import read_candidates
 from turngate.audit.verification.configs import config_map, stored_config_digest
-from turngate.audit.verification.event_cache import event_from
 from turngate.core.context import ContextConfig
 from turngate.core.events import Event, EventKind
 from turngate.core.policy import LoadedPolicy
@@ -36,6 +35,7 @@ from turngate.core.whatif import Change, Verdict, redecide
 from turngate.ledger import LedgerStore
 from turngate.ledger.chain_check import Claim
 from turngate.ledger.schema import events, index_column
+from turngate.ledger.store import event_from_row
 
 #: DECISIONs per batch (one INTENT query and three candidate key lookups each).
 BATCH_SIZE = 500
@@ -155,7 +155,7 @@ def _intents(conn: Connection, correlation_ids: Sequence[str]) -> dict[str, Even
             events.c.kind == str(EventKind.INTENT), events.c.correlation_id.in_(list(correlation_ids))
         )
     ).mappings()
-    return {row["correlation_id"]: event_from(row, json.loads(row["payload"])) for row in rows}
+    return {row["correlation_id"]: event_from_row(row) for row in rows}
 
 
 def _run_part(
@@ -187,10 +187,10 @@ def _run_part(
             rows = [dict(row) for row in conn.execute(statement).mappings()]
             if not rows:
                 break
-            after = int(rows[-1]["index"])  # type: ignore[call-overload]
+            after = int(rows[-1]["index"])
             if claim is not None:
                 high = claim(after)
-                rows = [row for row in rows if int(row["index"]) <= high]  # type: ignore[call-overload]
+                rows = [row for row in rows if int(row["index"]) <= high]
             _run_batch(conn, rows, policy, configs, part)
             progress(part.checked + part.config_unknown + part.unreproducible)
     return part

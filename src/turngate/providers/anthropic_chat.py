@@ -38,7 +38,7 @@ from turngate.providers.base import (
     ToolDefinition,
     Usage,
 )
-from turngate.providers.errors import classify_exception
+from turngate.providers.error_classification import classify_exception
 from turngate.providers.tool_calls import ToolCallAccumulator
 from turngate.settings import Settings
 
@@ -203,6 +203,7 @@ def _total_input(usage: Any) -> int | None:
     """All prompt tokens the model read: uncached input plus cache writes and cache reads."""
     if usage.input_tokens is None:
         return None
-    return (
+    total: int = (
         usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
     )
+    return total

@@ -23,7 +23,7 @@ import httpx
 import ollama
 
 from turngate.providers.base import ChatMessage, ProviderRequest, StreamChunk, ToolCallChunk, Usage
-from turngate.providers.errors import classify_exception, classify_status
+from turngate.providers.error_classification import classify_exception, classify_status
 from turngate.providers.tool_calls import function_tools
 from turngate.settings import Settings
 
@@ -99,7 +99,7 @@ class OllamaChatProvider:
         yield StreamChunk(usage=usage)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.close()  # type: ignore[no-untyped-call]  # unannotated in the SDK
 
     async def _raise_for_status(self, response: httpx.Response) -> None:
         if response.status_code < 400:

@@ -17,7 +17,7 @@ from typing import Any
 import openai
 
 from turngate.providers.base import ProviderRequest, ResponseIdOnce, StreamChunk, Usage
-from turngate.providers.errors import classify_exception
+from turngate.providers.error_classification import classify_exception
 from turngate.providers.tool_calls import ToolCallAccumulator, function_tools, openai_message
 from turngate.settings import Settings
 

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 
-from turngate.core.models import ProviderCatalog, ProviderEntry
+from turngate.core.model_resolution import ProviderCatalog, ProviderEntry
 from turngate.providers.base import Provider
 from turngate.providers.echo import ECHO_MODELS, EchoProvider
 from turngate.settings import Settings

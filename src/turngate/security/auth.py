@@ -147,8 +147,3 @@ def request_principal(request: Request) -> Principal:
     if principal is None:
         raise AuthError(401, "auth.missing", "this route needs `Authorization: Bearer <key>`")
     return principal
-
-
-def request_tenant(request: Request) -> str | None:
-    """The tenant a route must restrict its reads to; None: unscoped."""
-    return request_principal(request).tenant_id

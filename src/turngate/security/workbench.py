@@ -40,6 +40,8 @@ from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from turngate.settings import Settings
+
 DEFAULT_DENY_NETWORKS: tuple[str, ...] = (
     "169.254.0.0/16",  # IPv4 link-local, incl. the cloud metadata address 169.254.169.254
     "fe80::/10",  # IPv6 link-local
@@ -69,7 +71,7 @@ class WorkbenchConfig(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkbenchConfig:
-        """The seed's variables (plus ``WORKBENCH_DENY_NETWORKS``, comma-separated CIDRs)."""
+        """ALLOW_HANDLE_CONTENT_FETCH, WORKBENCH_* (WORKBENCH_DENY_NETWORKS: CIDRs, comma-separated)."""
 
         def csv(name: str) -> tuple[str, ...] | None:
             raw = env.get(name)
@@ -118,7 +120,7 @@ Resolver = Any  # (host, port) -> list of address strings; injectable for tests
 
 
 def _resolve(host: str, port: int) -> list[str]:
-    return sorted({info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)})
+    return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)})
 
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -276,3 +278,18 @@ async def _read(response: httpx.Response, max_bytes: int) -> tuple[bytes, str]:
         if len(body) > max_bytes:
             raise _Refused("workbench.too_large", f"more than {max_bytes} bytes; the limit is {max_bytes}")
     return bytes(body), response.headers.get("content-type", "text/plain")
+
+
+def workbench_config(settings: Settings) -> WorkbenchConfig:
+    """Content fetch of workbench handles, from the ALLOW_HANDLE_CONTENT_FETCH / WORKBENCH_* variables."""
+    token = settings.workbench_bearer_token
+    variables = {
+        "ALLOW_HANDLE_CONTENT_FETCH": settings.workbench_fetch,
+        "WORKBENCH_RESOLVER_URL": settings.workbench_resolver_url,
+        "WORKBENCH_AUTH_BEARER_TOKEN": token.get_secret_value() if token else None,
+        "WORKBENCH_FETCH_TIMEOUT_MS": settings.workbench_fetch_timeout_ms,
+        "WORKBENCH_MAX_BYTES": settings.workbench_max_bytes,
+        "WORKBENCH_ADMIT_KINDS": settings.workbench_admit_kinds,
+        "WORKBENCH_DENY_NETWORKS": settings.workbench_deny_networks,
+    }
+    return WorkbenchConfig.from_env({k: v for k, v in variables.items() if v is not None})

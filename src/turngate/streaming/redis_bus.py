@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 
@@ -88,7 +88,7 @@ class RedisTokenBus(BusBase):
         low = f"({after}" if after else "-"
         entries: list[Entry] = []
         while True:
-            page = await self._redis.xrange(key, min=low, max="+", count=READ_PAGE)
+            page = cast(list[_RawEntry], await self._redis.xrange(key, min=low, max="+", count=READ_PAGE))
             entries.extend(_entry(correlation_id, entry_id, fields) for entry_id, fields in page)
             if len(page) < READ_PAGE:
                 return entries
@@ -111,12 +111,19 @@ class _RedisFeed:
 
     async def next_batch(self, cursor: str | None) -> list[Entry]:
         while True:
-            answer = await self._bus._redis.xread(
-                {self._key: cursor or "0-0"}, count=READ_PAGE, block=self._bus._block_ms
+            answer = cast(
+                list[tuple[str, list[_RawEntry]]] | None,
+                await self._bus._redis.xread(
+                    {self._key: cursor or "0-0"}, count=READ_PAGE, block=self._bus._block_ms
+                ),
             )
             for _key, page in answer or ():
                 if page:
                     return [_entry(self._cid, entry_id, fields) for entry_id, fields in page]
+
+
+#: One stream entry as the client returns it (decoded): its id and its fields.
+_RawEntry = tuple[str, dict[str, str]]
 
 
 def _entry(correlation_id: str, entry_id: str, fields: dict[str, str]) -> Entry:

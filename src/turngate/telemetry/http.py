@@ -53,7 +53,7 @@ _GETTER = _HeaderGetter()
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers") or ():
         if key.lower() == name:
-            return value.decode("latin-1")
+            return str(value.decode("latin-1"))
     return None
 
 

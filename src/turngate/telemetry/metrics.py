@@ -240,9 +240,6 @@ class TurngateMetrics:
             else:
                 watched.gauge.set(float(value))
 
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
-
 
 async def _call(source: Callable[[], Any]) -> Any:
     if inspect.iscoroutinefunction(source):

@@ -169,10 +169,6 @@ def tracing_enabled() -> bool:
     return _provider is not None
 
 
-def tracer_provider() -> TracerProvider | None:
-    return _provider
-
-
 @functools.cache
 def tracer(name: str = TRACER_NAME) -> trace.Tracer:
     """A tracer that follows turngate's configuration (no-op spans while tracing is off)."""

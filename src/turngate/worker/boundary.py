@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
-from turngate.core.context import context_config_digest, load_context_config
+from turngate.core.context import context_config_digest
 from turngate.core.policy import load_policy
 from turngate.prompts.loader import load_prompt_config
 from turngate.prompts.token_estimators import resolve_estimator
@@ -16,7 +14,7 @@ from turngate.workflows.shared import Boundary
 
 def load_boundary(settings: Settings) -> Boundary:
     """Load and validate config, policy and provider catalog; fail loudly before serving."""
-    config = load_context_config(settings.context_config_path, os.environ)
+    config = settings.context_config()
     load_policy(settings.policy_module, settings.policy_object)  # import errors surface now
     for name in settings.shadow_policies:
         load_policy(name)

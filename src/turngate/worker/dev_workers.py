@@ -15,22 +15,18 @@ from turngate.worker.pollers import wait_for_pollers
 from turngate.worker.processes import WorkerSupervisor
 from turngate.worker.run import running_worker
 
-WORKER_PROCESSES_ENV = "TURNGATE_WORKER_PROCESSES"
 
-
-def worker_processes_from_env(cpus: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
-    """``turngate dev``: TURNGATE_WORKER_PROCESSES if set, else a worker process per two cores on
-    a machine with more than two, else 0 (the worker runs in the dev process itself).
+def dev_worker_processes(configured: int | None, cpus: int | None = None) -> int:
+    """``turngate dev``: the configured count (TURNGATE_WORKER_PROCESSES) if set, else a worker
+    process per two cores on a machine with more than two, else 0 (the worker runs in the dev
+    process itself).
 
     Why (docs/BENCHMARKS.md, CPU per turn): the worker processes use ~40 % of a turn's CPU, the
     Temporal dev server as much, the API the rest, so workers on half the cores keep pace with
     the others. On 2 cores, separate processes cost more CPU per turn (no eager start, two
     processes' overhead) than the GIL they escape: measured slower and 3x the memory."""
-    if environ.get(WORKER_PROCESSES_ENV, "").strip():
-        text = environ[WORKER_PROCESSES_ENV].strip()
-        if not text.isdigit():
-            raise SystemExit(f"{WORKER_PROCESSES_ENV} must be a whole number of at least 0, got {text!r}")
-        return int(text)
+    if configured is not None:
+        return configured
     cpus = os.cpu_count() if cpus is None else cpus
     return cpus // 2 if cpus and cpus > 2 else 0
 
@@ -41,10 +37,11 @@ def workers_line(processes: int) -> str:
     return f"{processes} processes (turngate dev --worker-processes N; 0: in this process)"
 
 
-def dev_worker_env(settings: Settings) -> dict[str, str]:
-    """What a worker process of `turngate dev` needs beside this process's environment."""
+def dev_worker_env(settings: Settings, inherited: Mapping[str, str]) -> dict[str, str]:
+    """A worker process's environment: the ``inherited`` one with what `turngate dev` decided
+    (its Temporal address, data directory, policy and key file) written over it."""
     env = {
-        **os.environ,
+        **inherited,
         "TEMPORAL_ADDRESS": settings.temporal_address,
         "TURNGATE_DATA_DIR": str(settings.data_dir),
     }
@@ -56,15 +53,20 @@ def dev_worker_env(settings: Settings) -> dict[str, str]:
 
 @contextlib.asynccontextmanager
 async def dev_workers(
-    settings: Settings, client: Client, processes: int, stop: asyncio.Event
+    settings: Settings,
+    client: Client,
+    processes: int,
+    stop: asyncio.Event,
+    inherited_env: Mapping[str, str],
 ) -> AsyncIterator[asyncio.Task[int] | None]:
     """The worker of `turngate dev`: in this process (0), or ``processes`` supervised worker
-    processes (yields the supervisor's task; it sets ``stop`` when it gives up)."""
+    processes started with ``inherited_env`` plus what ``settings`` decided (yields the
+    supervisor's task; it sets ``stop`` when it gives up)."""
     if processes == 0:
         async with running_worker(settings, client=client):
             yield None
         return
-    supervisor = WorkerSupervisor(processes, env=dev_worker_env(settings))
+    supervisor = WorkerSupervisor(processes, env=dev_worker_env(settings, inherited_env))
     task = asyncio.create_task(supervisor.run(stop))
     task.add_done_callback(lambda _: stop.set())
     try:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
@@ -31,11 +31,10 @@ from turngate.ledger import LedgerStore
 from turngate.policy_lifecycle.history import guard_policy_version
 from turngate.prompts.pins import PromptPins
 from turngate.providers.registry import build_providers, close_providers
-from turngate.security.workbench import WorkbenchConfig
+from turngate.security.workbench import workbench_config
 from turngate.settings import Settings
 from turngate.streaming import open_token_bus
 from turngate.telemetry import (
-    WORKER_METRICS_ENV,
     WORKER_SERVICE,
     configure_tracing,
     default_metrics,
@@ -88,9 +87,13 @@ async def running_worker(
         registry,
         artifacts,
         cache_dir=settings.data_dir / "index-cache",
-        workbench=WorkbenchConfig.from_env(os.environ),
+        workbench=workbench_config(settings),
     )
-    turn_activities = [ledger.begin_turn, ledger.append_event, external.resolve_external_refs]
+    turn_activities: list[Callable[..., Any]] = [
+        ledger.begin_turn,
+        ledger.append_event,
+        external.resolve_external_refs,
+    ]
     turn_activities += [calls.call_provider] if local else []
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [
@@ -123,7 +126,7 @@ async def running_worker(
     # /metrics and /healthz (ledger and Temporal reachable) only with TURNGATE_WORKER_METRICS_BIND
     health = WorkerHealth(store.head, client)
     health_task = asyncio.create_task(health.run())
-    bind = os.environ.get(WORKER_METRICS_ENV, "").strip()
+    bind = settings.worker_metrics_bind.strip()
     metrics_server = serve_worker_endpoints(bind, metrics, health) if bind else None
     log.info(
         "worker up: turns=%s llm=%s (concurrency %d) jobs=%s-* (concurrency %s) policy=%s providers=%s",

@@ -82,7 +82,8 @@ def decision_snapshots(
     was built (system prompt, if any, and the user message)."""
     if payload.get("decision") == "ALLOW":
         return {}  # an allowed turn's faults are snapshotted with its EXECUTION
-    error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
+    raw_error = payload.get("error")
+    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
     faulty = bool(error.get("missing_pointers")) or (external is not None and external.error is not None)
     if not faulty and not _fetch_faults(external):
         return {}

@@ -16,7 +16,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from turngate.core.decision import DecisionOutcome
     from turngate.core.events import IntentEnvelope
-    from turngate.core.models import (
+    from turngate.core.model_resolution import (
         PROVIDER_MISSING_CREDENTIALS,
         PROVIDER_UNKNOWN,
         ModelResolution,

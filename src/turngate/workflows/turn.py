@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.events import Event, EventDraft, EventKind, IntentEnvelope
     from turngate.core.external import ExternalContext, ExternalError
     from turngate.core.manifest import build_denied_manifest, build_manifest
-    from turngate.core.models import ModelResolution
+    from turngate.core.model_resolution import ModelResolution
     from turngate.core.policy import load_policy
     from turngate.core.prompt_layers import PromptConfig, parse_prompt_config
     from turngate.core.refs import RefResolutionError, external_refs_of, ref_lookup_ids

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from turngate.api.admission import RELEASE_MARGIN_S, turn_finished
-from turngate.api.errors import ADMISSION_STATUS
+from turngate.api.error_responses import ADMISSION_STATUS
 from turngate.api.ingress import admit_intent, read_json_body
 from turngate.api.openai_compat.turn import PlannedTurn, plan_turn
 from turngate.api.openai_compat.wire import (

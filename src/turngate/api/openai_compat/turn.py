@@ -205,13 +205,13 @@ def _client_tools(chat: ChatCompletionRequest) -> list[ClientTool]:
     for index, requested in enumerate(chat.tools):
         function = requested.function
         try:
-            tool = ClientTool(
+            client_tool = ClientTool(
                 name=function.name,
                 description=function.description or function.name,
                 parameters=function.parameters or {"type": "object", "properties": {}},
             )
-            tool.spec()  # the checks a prompt pack's tool passes (parameters of type object)
-            tools.append(tool)
+            client_tool.spec()  # the checks a prompt pack's tool passes (parameters of type object)
+            tools.append(client_tool)
         except ValidationError as exc:
             raise AdmissionError(
                 "openai.invalid_tool",

@@ -19,7 +19,7 @@ import numpy as np
 
 from turngate.jobs.domain.embedder_spec import OFFLINE_VERSION, EmbedderSpec
 from turngate.providers.base import ProviderError
-from turngate.providers.errors import classify_exception
+from turngate.providers.error_classification import classify_exception
 
 _NGRAMS = (3, 4, 5)
 _PRIME = np.uint64(1_000_003)

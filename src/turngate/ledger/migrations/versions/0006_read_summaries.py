@@ -39,13 +39,12 @@ def _json_tests(dialect: str) -> tuple[str, str]:
 
 
 def upgrade() -> None:
-    counter = {"type_": sa.BigInteger(), "nullable": False}
     op.create_table(
         "thread_summary",
         sa.Column("tenant_key", sa.Text(), nullable=False),
         sa.Column("thread_id", sa.Text(), nullable=False),
         *(
-            sa.Column(name, **counter)
+            sa.Column(name, sa.BigInteger(), nullable=False)
             for name in ("events", "turns", "allowed", "denied", "errors", "executed")
         ),
         sa.Column("first_index", IndexType, nullable=False),

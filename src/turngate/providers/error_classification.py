@@ -191,6 +191,8 @@ def classify_exception(
     if isinstance(exc, ProviderError):
         return exc
     name = type(exc).__name__
+    # The SDKs' classes are looked up by name (no SDK import here): their attributes are untyped.
+    sdk_exc: Any = exc
     if isinstance(exc, (*_sdk("APITimeoutError"), *_classes(_HTTPX_MODULES, "TimeoutException"))):
         return ProviderError(
             "provider.timeout", _message(f"{vendor}: timed out", name, secrets), retryable=True
@@ -198,12 +200,12 @@ def classify_exception(
     if isinstance(exc, _sdk("APIConnectionError")):
         return _connection_error(vendor, f"{name}: {_cause_text(exc)}", secrets)
     if isinstance(exc, _sdk("APIStatusError")):
-        message, error_type = _body_detail(exc.body)
+        message, error_type = _body_detail(sdk_exc.body)
         return classify_status(
-            exc.status_code,
+            sdk_exc.status_code,
             vendor=vendor,
-            detail=f"{name}: {message or exc.message}",
-            headers=exc.response.headers,
+            detail=f"{name}: {message or sdk_exc.message}",
+            headers=sdk_exc.response.headers,
             error_type=error_type,
             secrets=secrets,
         )
@@ -212,14 +214,14 @@ def classify_exception(
             "provider.invalid_response",
             _message(f"{vendor}: malformed response", name, secrets),
             retryable=False,
-            status_code=exc.status_code,
+            status_code=sdk_exc.status_code,
         )
     if isinstance(exc, _classes(("openai",), "APIError")):  # an error event in a streamed 200 response
-        message, error_type = _body_detail(exc.body)
+        message, error_type = _body_detail(sdk_exc.body)
         return classify_status(
             200,
             vendor=vendor,
-            detail=f"{name}: {message or exc.message}",
+            detail=f"{name}: {message or sdk_exc.message}",
             error_type=error_type or getattr(exc, "type", None),
             secrets=secrets,
         )
@@ -231,11 +233,11 @@ def classify_exception(
             retryable=False,
         )
     if isinstance(exc, _classes(("ollama",), "ResponseError")):
-        if exc.status_code < 0:  # {"error": ...} line inside the NDJSON stream
-            return classify_status(200, vendor=vendor, detail=str(exc.error), secrets=secrets)
-        return classify_status(exc.status_code, vendor=vendor, detail=str(exc.error), secrets=secrets)
+        if sdk_exc.status_code < 0:  # {"error": ...} line inside the NDJSON stream
+            return classify_status(200, vendor=vendor, detail=str(sdk_exc.error), secrets=secrets)
+        return classify_status(sdk_exc.status_code, vendor=vendor, detail=str(sdk_exc.error), secrets=secrets)
     if isinstance(exc, _classes(_HTTPX_MODULES, "HTTPStatusError")):
-        response = exc.response  # type: ignore[attr-defined]
+        response = sdk_exc.response
         return classify_status(
             response.status_code,
             vendor=vendor,
