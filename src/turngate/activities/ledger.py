@@ -23,6 +23,7 @@ from turngate.ledger import LedgerConflictError, LedgerStore
 from turngate.prompts.pins import PromptPins
 from turngate.telemetry import TurngateMetrics, observe_ledger_event
 from turngate.workflows.shared import AppendInput, BeginTurnInput, BeginTurnResult, Boundary
+from turngate.workflows.turn_activities import APPEND_EVENT, BEGIN_TURN
 
 
 class LedgerActivities:
@@ -41,7 +42,7 @@ class LedgerActivities:
         self._pins = pins
         self._catalog = ProviderCatalog.model_validate(boundary.provider_catalog)
 
-    @activity.defn(name="turngate.begin_turn")
+    @activity.defn(name=BEGIN_TURN)
     def begin_turn(self, inp: BeginTurnInput) -> BeginTurnResult:
         """Record the INTENT, fetch the candidate events for its declared refs (O(refs)) and,
         with prompt packs, the thread's pinned prompt snapshot."""
@@ -82,7 +83,7 @@ class LedgerActivities:
             recorded=later,
         )
 
-    @activity.defn(name="turngate.append_event")
+    @activity.defn(name=APPEND_EVENT)
     def append_event(self, inp: AppendInput) -> Event:
         """Store the step's fault snapshots and manifest as artifacts, then append the event that
         points at them. If the artifact store fails, nothing is appended and the workflow records
