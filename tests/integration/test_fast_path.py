@@ -32,8 +32,7 @@ async def test_local_provider_turn_is_one_workflow_task(tmp_path, temporal_serve
         types = await _event_types(client, body["workflow_id"])
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in types
     assert types.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
-    # INTENT, then one step for DECISION, call and EXECUTION (and the marker of that change)
-    assert types.count(EventType.EVENT_TYPE_MARKER_RECORDED) == 3
+    assert types.count(EventType.EVENT_TYPE_MARKER_RECORDED) == 4  # INTENT, DECISION, call, EXECUTION
     assert len(types) == 10
     store = LedgerStore(settings.effective_ledger_url)
     assert verify_ledger(store).ok

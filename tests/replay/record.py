@@ -34,10 +34,6 @@ SCENARIOS: dict[str, dict[str, object]] = {
         "llm_wall_clock_s": 1,
         "echo_delay_ms": 400,
     },
-    # An allowed turn's DECISION, provider call and EXECUTION in one activity (regular, local).
-    "one_step": {},
-    "one_step_local": {"provider_activity": "local", "workflow_sandbox": False},
-    "one_step_timeout": {"llm_wall_clock_s": 1, "echo_delay_ms": 400},
 }
 
 

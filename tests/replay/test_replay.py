@@ -23,10 +23,6 @@ COMPATIBLE = [
     "llm_timeout",
     "local_provider",
     "local_provider_timeout",
-    # One activity appends the DECISION, calls the provider and appends the EXECUTION.
-    "one_step",
-    "one_step_local",
-    "one_step_timeout",
 ]
 
 

@@ -11,7 +11,7 @@ from tests.stack import envelope
 from tests.telemetry.wiring import traced_stack
 
 SECRET = "zebra-violet-4711"
-LAST_SPANS = ("AppendEvent:EXECUTION", "chat echo-1", "CompleteWorkflow:TurnWorkflow")
+LAST_SPANS = ("RunActivity:turngate.call_provider", "chat echo-1", "CompleteWorkflow:TurnWorkflow")
 
 
 async def finished(spans, names=LAST_SPANS, timeout: float = 10.0):
@@ -67,12 +67,10 @@ async def test_one_turn_is_one_trace_with_genai_and_decision_spans(settings, spa
     assert "POST /ingress/intent" in ancestors(found, one(found, "StartWorkflow:TurnWorkflow"))
     assert "StartWorkflow:TurnWorkflow" in ancestors(found, one(found, "RunWorkflow:TurnWorkflow"))
 
-    # An allowed turn's DECISION, provider call and EXECUTION are one activity; each event has
-    # its own span under it. TracingInterceptor: the workflow's StartActivity spans hang off the
-    # StartWorkflow span.
-    call = one(found, "RunActivity:turngate.decide_and_call")
+    call = one(found, "RunActivity:turngate.call_provider")
+    # TracingInterceptor: the workflow's StartActivity spans hang off the StartWorkflow span.
     assert ancestors(found, call)[:2] == [
-        "StartActivity:turngate.decide_and_call",
+        "StartActivity:turngate.call_provider",
         "StartWorkflow:TurnWorkflow",
     ]
     genai = one(found, "chat echo-1")
@@ -91,7 +89,7 @@ async def test_one_turn_is_one_trace_with_genai_and_decision_spans(settings, spa
     assert genai.attributes["turngate.correlation_id"] == "c-tr"
     assert not genai.events  # no content without TURNGATE_TRACE_CONTENT
 
-    decision = one(found, "AppendEvent:DECISION", **{"turngate.event.kind": "DECISION"})
+    decision = one(found, "RunActivity:turngate.append_event", **{"turngate.event.kind": "DECISION"})
     attrs = decision.attributes
     assert attrs["turngate.decision"] == "ALLOW"
     assert attrs["turngate.reason_codes"] == ("policy.allow_all",)
@@ -102,14 +100,10 @@ async def test_one_turn_is_one_trace_with_genai_and_decision_spans(settings, spa
         "c-tr",
         "c-tr",
     )
-    assert ancestors(found, decision)[:3] == [
-        "RunActivity:turngate.decide_and_call",
-        "StartActivity:turngate.decide_and_call",
+    assert ancestors(found, decision)[:2] == [
+        "StartActivity:turngate.append_event",
         "StartWorkflow:TurnWorkflow",
     ]
-    execution = one(found, "AppendEvent:EXECUTION")
-    assert execution.attributes["turngate.event.kind"] == "EXECUTION"
-    assert execution.parent.span_id == call.context.span_id
     intent = one(found, "RunActivity:turngate.begin_turn")
     assert (
         intent.attributes["turngate.event.kind"] == "INTENT" and "turngate.decision" not in intent.attributes

@@ -88,18 +88,10 @@ class LedgerActivities:
         """Store the step's fault snapshots and manifest as artifacts, then append the event that
         points at them. If the artifact store fails, nothing is appended and the workflow records
         a SYSTEM_ERROR instead (context observability stop semantics)."""
-        return self.record(inp)
-
-    def record(self, inp: AppendInput) -> Event:
-        """:meth:`append_event`'s work, for the activities that append as one of their steps."""
         draft = inp.draft
         if inp.manifest is not None or inp.snapshots or inp.stored_snapshots:
             draft = draft.model_copy(update={"payload": self._attach(inp)})
         return self._append(draft)
-
-    def recorded(self, correlation_id: str, kind: EventKind) -> Event | None:
-        """The turn's event of ``kind`` when the ledger has it."""
-        return next((e for e in self._store.by_correlation(correlation_id) if e.kind == kind), None)
 
     def _deadline(self) -> StorageDeadline:
         return StorageDeadline(self._boundary.artifact_deadline_s)

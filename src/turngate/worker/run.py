@@ -21,7 +21,6 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from turngate.activities.external_refs import ExternalRefActivities
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
-from turngate.activities.turn_step import TurnStepActivities
 from turngate.artifacts import open_artifact_store
 from turngate.core.policy import load_policy
 from turngate.core.prompts import parse_prompt_config
@@ -92,8 +91,7 @@ async def running_worker(
         workbench=WorkbenchConfig.from_env(os.environ),
     )
     turn_activities = [ledger.begin_turn, ledger.append_event, external.resolve_external_refs]
-    steps = TurnStepActivities(ledger, calls)  # the DECISION, the call and the EXECUTION in one
-    turn_activities += [calls.call_provider, steps.decide_and_call] if local else []
+    turn_activities += [calls.call_provider] if local else []
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [
         Worker(
@@ -108,7 +106,7 @@ async def running_worker(
         Worker(
             client,
             task_queue=settings.llm_task_queue,
-            activities=[calls.call_provider, steps.decide_and_call],
+            activities=[calls.call_provider],
             max_concurrent_activities=settings.llm_concurrency,
         ),
     ]

@@ -8,14 +8,10 @@ from typing import Any
 
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
-from turngate.core.external import ExternalContext
 from turngate.core.models import ModelResolution
 from turngate.core.payloads import ExecutionPayload
-from turngate.core.prompts import PromptConfig
 from turngate.core.tools import ToolSpec, admit_tool_calls, first_transition, next_phase
-from turngate.workflows.fault_snapshots import execution_snapshots
-from turngate.workflows.redaction import apply_checked_safety, apply_output_safety
-from turngate.workflows.shared import ProviderCallInput, ProviderCallResult
+from turngate.workflows.shared import ProviderCallResult
 
 
 def _started(model: ModelResolution, context_digest: str | None, **fields: Any) -> ExecutionPayload:
@@ -101,30 +97,3 @@ def with_tool_calls(
         update["phase_transition"] = transition
         update["next_phase"] = next_phase(transition, task.get("ai_transitions"))
     return payload.model_copy(update=update)
-
-
-def finish_execution(
-    payload: ExecutionPayload,
-    answer: ProviderCallResult | None,
-    *,
-    call: ProviderCallInput,
-    external: ExternalContext | None,
-    debug: bool,
-    exchanges_count: int | None,
-    prompts: PromptConfig | None = None,
-) -> tuple[ExecutionPayload, dict[str, str], dict[str, dict[str, Any]]]:
-    """The EXECUTION's last steps, in the workflow or in the activity that called the provider:
-    the exchange count (``exchanges_count`` is set for a prompt-pack turn), the fault snapshots
-    (over the answer as it came), then output safety. Returns the payload, the snapshots to
-    store and those the provider activity already stored. ``prompts``: the rules to check an
-    answer the activity did not (histories recorded before it checked them)."""
-    if exchanges_count is not None:
-        payload = payload.model_copy(update={"exchanges_count": exchanges_count})
-    snapshots = execution_snapshots(call, payload, external, debug=debug)
-    stored: dict[str, dict[str, Any]] = {}
-    if exchanges_count is not None:
-        if prompts is not None:
-            payload, redacted = apply_output_safety(payload, answer, prompts)
-            snapshots |= redacted
-        payload, stored = apply_checked_safety(payload, answer)
-    return payload, snapshots, stored

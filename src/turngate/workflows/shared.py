@@ -10,8 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import SearchAttributeKey
 
 from turngate.core.events import Event, EventDraft, IntentEnvelope
-from turngate.core.external import ExternalContext
-from turngate.core.models import ModelResolution
 from turngate.core.prompts import PromptContext
 
 # Search attributes that make turns findable in the Temporal UI (registered by the worker).
@@ -135,39 +133,6 @@ class ProviderCallResult(_Model):
     # restricted redaction snapshot, ``redacted_output`` (snapshot retention).
     safety: dict[str, Any] | None = None
     redacted_output: dict[str, Any] | None = None
-
-
-class ExecutionStep(_Model):
-    """What the EXECUTION needs besides the answer, for the step that calls the provider to
-    record it (the turn's identity, the model, the manifest and what the fault snapshots read)."""
-
-    draft: EventDraft  # the EXECUTION's identity; the step writes its payload
-    model: ModelResolution
-    context_digest: str | None
-    manifest: dict[str, Any]
-    exchanges_count: int | None = None  # set for a prompt-pack turn
-    external: ExternalContext | None = None
-    debug_snapshot: bool = False
-
-
-class DecideAndCallInput(_Model):
-    """One step for an allowed turn: append the DECISION, call the provider, and (with
-    ``execution``) append the EXECUTION when no workflow-side rule needs the answer first."""
-
-    decision: AppendInput
-    call: ProviderCallInput
-    execution: ExecutionStep | None = None
-
-
-class DecideAndCallResult(_Model):
-    """What the step recorded. ``decision`` None: its artifacts could not be stored (the provider
-    was not called; ``decision_failure`` has the detail and the missing pointers). ``execution``
-    None: the workflow records it from ``answer`` (tool calls to admit, or its artifacts failed)."""
-
-    decision: Event | None = None
-    decision_failure: dict[str, Any] | None = None
-    answer: ProviderCallResult | None = None
-    execution: Event | None = None
 
 
 class RecordedEvent(_Model):

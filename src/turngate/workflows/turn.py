@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -47,10 +47,10 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.shadow import with_shadows
     from turngate.core.tools import ToolSpec, exchange_count, offered_tools
     from turngate.workflows.context_scope import spec_version, with_external
-    from turngate.workflows.execution_record import answered, call_failed, finish_execution, with_tool_calls
-    from turngate.workflows.fault_snapshots import decision_snapshots
+    from turngate.workflows.execution_record import answered, call_failed, with_tool_calls
+    from turngate.workflows.fault_snapshots import decision_snapshots, execution_snapshots
     from turngate.workflows.prompt_guard import prompt_failure
-    from turngate.workflows.redaction import output_safety_rules
+    from turngate.workflows.redaction import apply_checked_safety, apply_output_safety, output_safety_rules
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -58,9 +58,6 @@ with workflow.unsafe.imports_passed_through():
         BeginTurnInput,
         BeginTurnResult,
         Boundary,
-        DecideAndCallInput,
-        DecideAndCallResult,
-        ExecutionStep,
         ExternalRefsInput,
         ProviderCallInput,
         ProviderCallResult,
@@ -72,15 +69,11 @@ with workflow.unsafe.imports_passed_through():
         append_event,
         begin_turn,
         call_provider,
-        decide_and_call,
         resolve_external_refs,
     )
 
 #: workflow.patched id: the offered tool definitions count against the token budget.
 PATCH_TOOLS_IN_BUDGET = "tools-in-token-budget"
-#: workflow.patched id: an allowed turn appends its DECISION, calls the provider and appends its
-#: EXECUTION in one activity (2 activity round trips per turn instead of 4).
-PATCH_ONE_STEP = "one-step-turn"
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
 # Steps that also write artifacts: their writes end by the boundary's artifact deadline (at most
 # 60 s, then SYSTEM_ERROR), the ledger work around them gets the usual step timeout on top.
@@ -109,17 +102,6 @@ NON_RETRYABLE_PROVIDER_ERRORS = [
 ]
 
 
-class _StepDone(NamedTuple):
-    """What the one-step path recorded: the DECISION, whether the turn stops there
-    (SYSTEM_ERROR), the answer, the EXECUTION when the activity recorded it, the call's failure."""
-
-    decision: Event
-    stopped: bool
-    answer: ProviderCallResult | None = None
-    execution: Event | None = None
-    failure: ActivityError | TimeoutError | None = None
-
-
 def _recorded(event: Event) -> RecordedEvent:
     return RecordedEvent(kind=str(event.kind), index=event.index, digest=event.digest)
 
@@ -137,8 +119,6 @@ class TurnWorkflow:
     @workflow.run
     async def run(self, inp: TurnInput) -> TurnResult:
         envelope = inp.envelope
-        # Appending the INTENT again returns it and what the ledger recorded of the turn.
-        again = BeginTurnInput(intent=envelope.draft(), ref_ids=[])
         begin = await workflow.execute_local_activity(
             begin_turn,
             BeginTurnInput(
@@ -212,64 +192,15 @@ class TurnWorkflow:
                 outcome, intent=intent, run_id=run_id, step_id="decision", external=external
             )
         record = outcome.record
-        decision_step = AppendInput(
-            draft=_draft(intent, record),
+        decision, stopped = await self._record(
+            intent,
+            record,
             manifest=manifest.model_dump(mode="json"),
             snapshots=decision_snapshots(
                 lambda: _request_so_far(envelope, intent, model, system), record, external
             ),
+            on_system_error=lambda error: record.denied(SYSTEM_ERROR, error),
         )
-        call = None
-        if assembly is not None:
-            call = ProviderCallInput(
-                correlation_id=intent.correlation_id,
-                thread_id=intent.thread_id,
-                provider=model.provider or "",
-                model=model.resolved_model_id or "",
-                messages=[m.model_dump() for m in assembly.messages],
-                max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
-                tools=[spec.definition() for spec in offered],
-                message_artifact=_message_artifact(envelope),
-                output_safety=output_safety_rules(prompts if system is not None else None),
-                message_artifacts=dict(assembly.message_artifacts),
-            )
-        with_prompt = prompts is not None and system is not None
-        exchanges = exchange_count(outcome.resolution) + 1 if with_prompt and outcome.resolution else None
-        debug = envelope.payload.inputs.get("debug_snapshot") is True
-        execution_manifest: dict[str, Any] = {}
-        if assembly is not None:
-            execution_manifest = build_manifest(
-                outcome,
-                assembly,
-                intent=intent,
-                run_id=run_id,
-                step_id="execution",
-                external=external,
-                system=system,
-            ).model_dump(mode="json")
-        answer: ProviderCallResult | None = None
-        failure: ActivityError | TimeoutError | None = None
-        execution: Event | None = None
-        ledger_wins: BeginTurnInput | None = None
-        if call is not None and workflow.patched(PATCH_ONE_STEP):
-            step = ExecutionStep(
-                draft=_event_draft(intent, EventKind.EXECUTION, {}),
-                model=model,
-                context_digest=outcome.record.context_digest,
-                manifest=execution_manifest,
-                exchanges_count=exchanges,
-                external=external,
-                debug_snapshot=debug,
-            )
-            done = await self._decide_and_call(
-                intent, record, decision_step, call, step if not offered else None, boundary, again
-            )
-            decision, stopped, answer, execution, failure = done
-            ledger_wins = again
-        else:
-            decision, stopped = await self._record_step(
-                decision_step, lambda error: record.denied(SYSTEM_ERROR, error)
-            )
         self._recorded["DECISION"] = _recorded(decision)
         workflow.upsert_search_attributes(
             [
@@ -285,42 +216,50 @@ class TurnWorkflow:
             intent=self._recorded["INTENT"],
             decision_event=self._recorded["DECISION"],
         )
-        if stopped or call is None:
+        if stopped or assembly is None:
             return result
 
-        if execution is None:
-            if answer is None and failure is None:
-                try:
-                    answer = await _call_provider(call, boundary)
-                except (ActivityError, TimeoutError) as exc:
-                    failure = exc
-            digest = outcome.record.context_digest
-            if answer is not None:
-                payload = with_tool_calls(
-                    answered(model, digest, answer), answer.tool_calls, offered, envelope.payload.inputs
-                )
-            else:
-                assert failure is not None
-                payload = call_failed(model, digest, failure)
-            payload, snapshots, stored = finish_execution(
-                payload,
-                answer,
-                call=call,
+        call = ProviderCallInput(
+            correlation_id=intent.correlation_id,
+            thread_id=intent.thread_id,
+            provider=model.provider or "",
+            model=model.resolved_model_id or "",
+            messages=[m.model_dump() for m in assembly.messages],
+            max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
+            tools=[spec.definition() for spec in offered],
+            message_artifact=_message_artifact(envelope),
+            output_safety=output_safety_rules(prompts if system is not None else None),
+            message_artifacts=dict(assembly.message_artifacts),
+        )
+        answer, payload = await self._execute(call, model, outcome, boundary)
+        if answer is not None:
+            payload = with_tool_calls(payload, answer.tool_calls, offered, envelope.payload.inputs)
+        if prompts is not None and system is not None:
+            payload = payload.model_copy(update={"exchanges_count": exchange_count(outcome.resolution) + 1})
+        snapshots = execution_snapshots(
+            call, payload, external, debug=envelope.payload.inputs.get("debug_snapshot") is True
+        )
+        stored: dict[str, dict[str, Any]] = {}
+        if prompts is not None and system is not None:
+            payload, redacted = apply_output_safety(payload, answer, prompts)
+            snapshots |= redacted
+            payload, stored = apply_checked_safety(payload, answer)
+        execution, _ = await self._record(
+            intent,
+            payload,
+            manifest=build_manifest(
+                outcome,
+                assembly,
+                intent=intent,
+                run_id=run_id,
+                step_id="execution",
                 external=external,
-                debug=debug,
-                exchanges_count=exchanges,
-                prompts=prompts if with_prompt else None,
-            )
-            execution, _ = await self._record_step(
-                AppendInput(
-                    draft=_draft(intent, payload),
-                    manifest=execution_manifest,
-                    snapshots=snapshots,
-                    stored_snapshots=stored,
-                ),
-                payload.failed,
-                ledger_wins=ledger_wins,
-            )
+                system=system,
+            ).model_dump(mode="json"),
+            snapshots=snapshots,
+            stored_snapshots=stored,
+            on_system_error=payload.failed,
+        )
         self._recorded["EXECUTION"] = _recorded(execution)
         error = execution.payload.get("error")
         return result.model_copy(
@@ -428,67 +367,48 @@ class TurnWorkflow:
                 error=ExternalError(code="external_refs.unavailable", detail=detail, ref_index=-1)
             )
 
-    async def _decide_and_call(
+    async def _execute(
+        self,
+        call: ProviderCallInput,
+        model: ModelResolution,
+        outcome: DecisionOutcome,
+        boundary: Boundary,
+    ) -> tuple[ProviderCallResult | None, ExecutionPayload]:
+        """The provider's answer (None when the call failed) and the EXECUTION it makes."""
+        try:
+            answer = await _call_provider(call, boundary)
+        except (ActivityError, TimeoutError) as exc:
+            return None, call_failed(model, outcome.record.context_digest, exc)
+        return answer, answered(model, outcome.record.context_digest, answer)
+
+    async def _record(
         self,
         intent: Event,
-        record: DecisionPayload,
-        decision: AppendInput,
-        call: ProviderCallInput,
-        execution: ExecutionStep | None,
-        boundary: Boundary,
-        again: BeginTurnInput,
-    ) -> _StepDone:
-        """An allowed turn's DECISION, provider call and (with ``execution``) EXECUTION in one
-        activity; what the activity could not do is done here, as without it."""
-        try:
-            step = await _decide_and_call(
-                DecideAndCallInput(decision=decision, call=call, execution=execution), boundary
-            )
-        except (ActivityError, TimeoutError) as exc:
-            cause = exc.cause if isinstance(exc, ActivityError) else exc
-            if _is_error(cause, "ledger.conflict"):
-                raise
-            # The call failed (the DECISION may be recorded already: appending it again returns it).
-            recorded, stopped = await self._record_step(
-                decision, lambda error: record.denied(SYSTEM_ERROR, error), ledger_wins=again
-            )
-            return _StepDone(recorded, stopped, failure=exc)
-        if step.decision is None:  # its artifacts could not be stored: the provider was not called
-            error = {"code": SYSTEM_ERROR} | (step.decision_failure or {})
-            denied = AppendInput(draft=_draft(intent, record.denied(SYSTEM_ERROR, error)))
-            return _StepDone(await self._append(denied), True)
-        return _StepDone(step.decision, False, step.answer, step.execution)
-
-    async def _record_step(
-        self,
-        inp: AppendInput,
-        on_system_error: Callable[[dict[str, Any]], DecisionPayload | ExecutionPayload],
+        payload: DecisionPayload | ExecutionPayload,
         *,
-        ledger_wins: BeginTurnInput | None = None,
+        manifest: dict[str, Any] | None = None,
+        snapshots: dict[str, str] | None = None,
+        stored_snapshots: dict[str, dict[str, Any]] | None = None,
+        on_system_error: Callable[[dict[str, Any]], DecisionPayload | ExecutionPayload] | None = None,
     ) -> tuple[Event, bool]:
         """Append an event with its artifacts. If the artifacts cannot be stored, the event is
         recorded without them, marked SYSTEM_ERROR with the missing pointers, and the turn
-        stops (returns True). ``ledger_wins``: the turn's INTENT, when an activity that timed out
-        may still have recorded this event first: the ledger's event is then the turn's."""
+        stops (returns True)."""
         try:
-            return await self._append_or_stop(inp, on_system_error)
-        except (ActivityError, ApplicationError) as exc:
-            cause = exc.cause if isinstance(exc, ActivityError) else exc
-            if ledger_wins is None or not _is_error(cause, "ledger.conflict"):
-                raise
-            return await self._recorded_event(ledger_wins, inp.draft.kind), False
-
-    async def _append_or_stop(
-        self,
-        inp: AppendInput,
-        on_system_error: Callable[[dict[str, Any]], DecisionPayload | ExecutionPayload],
-    ) -> tuple[Event, bool]:
-        try:
-            return await self._append(inp), False
+            return await self._append(
+                AppendInput(
+                    draft=_draft(intent, payload),
+                    manifest=manifest,
+                    snapshots=snapshots or {},
+                    stored_snapshots=stored_snapshots or {},
+                )
+            ), False
         except (ActivityError, ApplicationError) as exc:
             # A failed local activity may surface bare or wrapped in ActivityError.
             cause = exc.cause if isinstance(exc, ActivityError) else exc
-            if not isinstance(cause, ApplicationError) or cause.type != "artifact.unavailable":
+            if on_system_error is None or not (
+                isinstance(cause, ApplicationError) and cause.type == "artifact.unavailable"
+            ):
                 raise
             details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
             error = {
@@ -496,15 +416,7 @@ class TurnWorkflow:
                 "detail": cause.message,
                 "missing_pointers": details.get("missing_pointers", []),
             }
-            failed = inp.draft.model_copy(update={"payload": on_system_error(error).as_payload()})
-            return await self._append(AppendInput(draft=failed)), True
-
-    async def _recorded_event(self, intent: BeginTurnInput, kind: EventKind) -> Event:
-        """The turn's ``kind`` event as the ledger has it (appending the INTENT again returns it)."""
-        begin = await workflow.execute_local_activity(
-            begin_turn, intent, start_to_close_timeout=ARTIFACT_STEP_TIMEOUT, retry_policy=LEDGER_RETRY
-        )
-        return begin.recorded[str(kind)]
+            return await self._append(AppendInput(draft=_draft(intent, on_system_error(error)))), True
 
     async def _append(self, inp: AppendInput) -> Event:
         return await workflow.execute_local_activity(
@@ -517,17 +429,9 @@ class TurnWorkflow:
         )
 
 
-def _is_error(cause: BaseException | None, error_type: str) -> bool:
-    return isinstance(cause, ApplicationError) and cause.type == error_type
-
-
 def _draft(intent: Event, payload: DecisionPayload | ExecutionPayload) -> EventDraft:
     """The turn's DECISION or EXECUTION event: the INTENT's identity, ``payload``'s kind."""
     kind = EventKind.DECISION if isinstance(payload, DecisionPayload) else EventKind.EXECUTION
-    return _event_draft(intent, kind, payload.as_payload())
-
-
-def _event_draft(intent: Event, kind: EventKind, payload: dict[str, Any]) -> EventDraft:
     return EventDraft(
         kind=kind,
         thread_id=intent.thread_id,
@@ -538,16 +442,8 @@ def _event_draft(intent: Event, kind: EventKind, payload: dict[str, Any]) -> Eve
         lane=intent.lane,
         actor=intent.actor,
         intent_type=intent.intent_type,
-        payload=payload,
+        payload=payload.as_payload(),
         tenant_id=intent.tenant_id,
-    )
-
-
-def _provider_retry() -> RetryPolicy:
-    return RetryPolicy(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_attempts=3,
-        non_retryable_error_types=NON_RETRYABLE_PROVIDER_ERRORS,
     )
 
 
@@ -557,46 +453,22 @@ async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> Provide
     retries either way; a local call has no heartbeats (its worker's liveness is the workflow
     task's)."""
     wall_clock = timedelta(seconds=boundary.llm_wall_clock_s)
+    retry = RetryPolicy(
+        initial_interval=timedelta(milliseconds=500),
+        maximum_attempts=3,
+        non_retryable_error_types=NON_RETRYABLE_PROVIDER_ERRORS,
+    )
     if boundary.provider_activity == "local":
         return await workflow.execute_local_activity(
             call_provider,
             call,
             start_to_close_timeout=wall_clock,
             schedule_to_close_timeout=wall_clock,
-            retry_policy=_provider_retry(),
+            retry_policy=retry,
         )
     return await workflow.execute_activity(
         call_provider,
         call,
-        task_queue=boundary.llm_task_queue,
-        start_to_close_timeout=wall_clock,
-        schedule_to_close_timeout=wall_clock,
-        heartbeat_timeout=timedelta(seconds=10),
-        retry_policy=_provider_retry(),
-    )
-
-
-async def _decide_and_call(inp: DecideAndCallInput, boundary: Boundary) -> DecideAndCallResult:
-    """:func:`_call_provider` with the DECISION (and maybe the EXECUTION) appended in the same
-    activity: where the provider call runs, with its timeout and retries (the appends are
-    idempotent, and a retry never calls the provider once the EXECUTION is recorded)."""
-    wall_clock = timedelta(seconds=boundary.llm_wall_clock_s)
-    retry = RetryPolicy(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_attempts=3,
-        non_retryable_error_types=[*NON_RETRYABLE_PROVIDER_ERRORS, "ledger.conflict"],
-    )
-    if boundary.provider_activity == "local":
-        return await workflow.execute_local_activity(
-            decide_and_call,
-            inp,
-            start_to_close_timeout=wall_clock,
-            schedule_to_close_timeout=wall_clock,
-            retry_policy=retry,
-        )
-    return await workflow.execute_activity(
-        decide_and_call,
-        inp,
         task_queue=boundary.llm_task_queue,
         start_to_close_timeout=wall_clock,
         schedule_to_close_timeout=wall_clock,

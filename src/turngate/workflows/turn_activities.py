@@ -19,8 +19,6 @@ from turngate.workflows.shared import (
     AppendInput,
     BeginTurnInput,
     BeginTurnResult,
-    DecideAndCallInput,
-    DecideAndCallResult,
     ExternalRefsInput,
     ProviderCallInput,
     ProviderCallResult,
@@ -30,7 +28,6 @@ BEGIN_TURN = "turngate.begin_turn"
 APPEND_EVENT = "turngate.append_event"
 RESOLVE_EXTERNAL_REFS = "turngate.resolve_external_refs"
 CALL_PROVIDER = "turngate.call_provider"
-DECIDE_AND_CALL = "turngate.decide_and_call"
 
 
 def _definition_only(name: str) -> NotImplementedError:
@@ -60,10 +57,3 @@ def resolve_external_refs(inp: ExternalRefsInput) -> ExternalContext:
 async def call_provider(inp: ProviderCallInput) -> ProviderCallResult:
     """Call the model provider (``ProviderActivities.call_provider``)."""
     raise _definition_only(CALL_PROVIDER)
-
-
-@activity.defn(name=DECIDE_AND_CALL)
-async def decide_and_call(inp: DecideAndCallInput) -> DecideAndCallResult:
-    """Append the DECISION, call the provider, append the EXECUTION when it can
-    (``TurnStepActivities.decide_and_call``)."""
-    raise _definition_only(DECIDE_AND_CALL)
