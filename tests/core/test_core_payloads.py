@@ -16,11 +16,6 @@ import pytest
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState, TimeoutError, TimeoutType
 
 from turngate.core.canonical import canonical_bytes
-from turngate.core.client_context import (
-    REASON_INVALID_CLIENT_CONTEXT,
-    InvalidClientContext,
-    client_context_of,
-)
 from turngate.core.context import CONTEXT_SPEC_SCHEMA_V2, ContextConfig
 from turngate.core.decision import DecisionOutcome, decide
 from turngate.core.external import ExternalContext, ExternalError
@@ -38,6 +33,7 @@ from turngate.core.safety import MaxLengthRule, SafetyRules
 from turngate.core.shadow import with_shadows
 from turngate.core.tools import ToolSpec
 from turngate.workflows.context_scope import with_external
+from turngate.workflows.decision_record import client_context_or_deny
 from turngate.workflows.execution_record import answered, call_failed, with_tool_calls
 from turngate.workflows.redaction import apply_checked_safety, apply_output_safety
 from turngate.workflows.shared import ProviderCallResult
@@ -136,10 +132,9 @@ def test_decision_shapes(turn) -> None:
     same_bytes("decision.prompt_error", allowed.denied("prompt.builder_error", error))
     same_bytes("decision.model_unavailable", allowed.denied("model.unknown"))
     same_bytes("decision.system_error", allowed.record.denied(SYSTEM_ERROR, SYSTEM_ERROR_RECORD))
-    with pytest.raises(InvalidClientContext) as bad:
-        client_context_of({"client_context": "nope"})
-    invalid = {"code": REASON_INVALID_CLIENT_CONTEXT, "detail": str(bad.value)}
-    same_bytes("decision.client_context", allowed.denied(REASON_INVALID_CLIENT_CONTEXT, invalid))
+    client, invalid = client_context_or_deny({"client_context": "nope"}, allowed)
+    assert client is None
+    same_bytes("decision.client_context", invalid)
     shadows = [load_policy(None), load_policy("turngate.policies.deny_all")]
     same_bytes("decision.shadow", with_shadows(allowed, shadows))
     down = ExternalContext(error=ExternalError(code="external_refs.unavailable", detail="down", ref_index=-1))

@@ -20,16 +20,10 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 with workflow.unsafe.imports_passed_through():
     from turngate.artifacts.deadline import MAX_ARTIFACT_DEADLINE_S
     from turngate.core.assembly import assemble
-    from turngate.core.client_context import (
-        REASON_INVALID_CLIENT_CONTEXT,
-        ClientContext,
-        InvalidClientContext,
-        client_context_of,
-    )
     from turngate.core.context import ContextConfig
     from turngate.core.decision import DecisionOutcome, decide
     from turngate.core.estimators import get_estimator
-    from turngate.core.events import Event, EventDraft, EventKind, IntentEnvelope
+    from turngate.core.events import Event, EventDraft, EventKind
     from turngate.core.external import ExternalContext, ExternalError
     from turngate.core.manifest import build_denied_manifest, build_manifest
     from turngate.core.models import ModelResolution, ProviderCatalog, resolve_model
@@ -38,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         DecisionPayload,
         ExecutionPayload,
         ExecutionPlan,
-        PromptRecord,
         TokenBudget,
     )
     from turngate.core.policy import load_policy
@@ -47,6 +40,13 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.shadow import with_shadows
     from turngate.core.tools import ToolSpec, exchange_count, offered_tools
     from turngate.workflows.context_scope import spec_version, with_external
+    from turngate.workflows.decision_record import (
+        client_context_or_deny,
+        message_artifact,
+        prompt_record,
+        request_so_far,
+        with_tools_offered,
+    )
     from turngate.workflows.execution_record import answered, call_failed, with_tool_calls
     from turngate.workflows.fault_snapshots import decision_snapshots, execution_snapshots
     from turngate.workflows.prompt_guard import prompt_failure
@@ -146,7 +146,7 @@ class TurnWorkflow:
             system = None
             begin = begin.model_copy(update={"prompt_error": prompt_failure(exc)})
         outcome = self._decide(intent, begin.candidates, boundary, model, system, begin, spec_version(intent))
-        client, outcome = _client_context(envelope.payload.inputs, outcome)
+        client, outcome = client_context_or_deny(envelope.payload.inputs, outcome)
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
             outcome = with_external(outcome, external)
@@ -160,7 +160,7 @@ class TurnWorkflow:
                 offered = offered_tools(
                     prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
                 )
-                outcome = _with_tools_offered(outcome, [spec.name for spec in offered])
+                outcome = with_tools_offered(outcome, [spec.name for spec in offered])
             if client is not None:
                 offered += [tool.spec() for tool in client.tools]
             # The offered tool definitions are sent too: they count against the budget (turns
@@ -197,7 +197,7 @@ class TurnWorkflow:
             record,
             manifest=manifest.model_dump(mode="json"),
             snapshots=decision_snapshots(
-                lambda: _request_so_far(envelope, intent, model, system), record, external
+                lambda: request_so_far(envelope, intent, model, system), record, external
             ),
             on_system_error=lambda error: record.denied(SYSTEM_ERROR, error),
         )
@@ -227,7 +227,7 @@ class TurnWorkflow:
             messages=[m.model_dump() for m in assembly.messages],
             max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
             tools=[spec.definition() for spec in offered],
-            message_artifact=_message_artifact(envelope),
+            message_artifact=message_artifact(envelope),
             output_safety=output_safety_rules(prompts if system is not None else None),
             message_artifacts=dict(assembly.message_artifacts),
         )
@@ -310,7 +310,7 @@ class TurnWorkflow:
     ) -> DecisionOutcome:
         with workflow.unsafe.imports_passed_through():
             policy = load_policy(boundary.policy_module, boundary.policy_object)
-        prompt = _prompt_record(system, begin)
+        prompt = prompt_record(system, begin)
         plan = ExecutionPlan(
             token_budget=TokenBudget(tokens=boundary.budget_tokens, estimator=boundary.token_estimator),
             provider=model.provider,
@@ -474,69 +474,4 @@ async def _call_provider(call: ProviderCallInput, boundary: Boundary) -> Provide
         schedule_to_close_timeout=wall_clock,
         heartbeat_timeout=timedelta(seconds=10),
         retry_policy=retry,
-    )
-
-
-def _client_context(
-    inputs: dict[str, Any], outcome: DecisionOutcome
-) -> tuple[ClientContext | None, DecisionOutcome]:
-    """The intent's client-supplied messages and tools; a malformed one DENIES the turn."""
-    try:
-        return client_context_of(inputs), outcome
-    except InvalidClientContext as exc:
-        if not outcome.allowed:
-            return None, outcome
-        error = {"code": REASON_INVALID_CLIENT_CONTEXT, "detail": str(exc)}
-        return None, outcome.denied(REASON_INVALID_CLIENT_CONTEXT, error)
-
-
-def _prompt_record(system: SystemPrompt | None, begin: BeginTurnResult) -> PromptRecord | None:
-    """What the DECISION records of the pinned prompt (None without a prompt pack)."""
-    if system is None or begin.prompt is None:
-        return None
-    snapshot = begin.prompt.snapshot
-    return PromptRecord(
-        snapshot_digest=snapshot.snapshot_digest,
-        profile_digest=system.profile_digest,
-        system_prompt_sha256=system.text_sha256,
-        task_id=snapshot.task_id,
-        provider=snapshot.provider,
-        profile=system.profile,
-        done_event=system.done_event,
-        snapshot_artifact=begin.prompt.snapshot_artifact,
-        pinned_by_index=begin.prompt.pinned_by_index,
-        redaction_context=begin.prompt.redaction_reason,
-        layers=[layer.model_dump(mode="json") for layer in system.layers],
-        skipped_layers=[layer.model_dump(mode="json") for layer in system.skipped],
-    )
-
-
-def _with_tools_offered(outcome: DecisionOutcome, names: list[str]) -> DecisionOutcome:
-    """The DECISION's prompt record lists the tools offered this turn."""
-    plan = outcome.record.plan
-    if plan is None or plan.prompt is None:
-        return outcome
-    prompt = plan.prompt.model_copy(update={"tools_offered": names})
-    record = outcome.record.model_copy(update={"plan": plan.model_copy(update={"prompt": prompt})})
-    return outcome.recording(record)
-
-
-def _message_artifact(envelope: IntentEnvelope) -> dict[str, Any] | None:
-    """The pointer to the full user message, when ingress offloaded it (over the inline limit)."""
-    extra = envelope.payload.payload.model_extra
-    return extra.get("message_artifact") if extra else None
-
-
-def _request_so_far(
-    envelope: IntentEnvelope, intent: Event, model: ModelResolution, system: SystemPrompt | None
-) -> ProviderCallInput:
-    """A denied turn's provider request as far as it was built: system prompt and user message."""
-    messages = [{"role": "system", "content": system.text}] if system is not None and system.text else []
-    messages.append({"role": "user", "content": envelope.message})
-    return ProviderCallInput(
-        correlation_id=intent.correlation_id,
-        provider=model.provider or "",
-        model=model.resolved_model_id or "",
-        messages=messages,
-        message_artifact=_message_artifact(envelope),
     )
