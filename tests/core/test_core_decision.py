@@ -155,14 +155,18 @@ def test_policy_exceptions_and_bad_results_deny(new_chain):
     assert as_dict.allowed
 
 
-def test_execution_mapping_cannot_overwrite_or_carry_floats(new_chain):
+def test_execution_mapping_holds_only_the_plan(new_chain):
     chain = new_chain()
     _, _, current = example(chain)
     policy = load_policy("turngate.policies.allow_all")
-    with pytest.raises(ValueError, match="overwrite"):
-        decide(current, chain.candidates_for(current), CFG, policy, execution={"decision": "ALLOW"})
-    with pytest.raises(ValueError, match="float"):
-        decide(current, chain.candidates_for(current), CFG, policy, execution={"temperature": 0.2})
+    with pytest.raises(ValueError, match="decision\n  Extra inputs are not permitted"):
+        decide(
+            current, chain.candidates_for(current), CFG, policy, execution=EXECUTION | {"decision": "ALLOW"}
+        )
+    with pytest.raises(ValueError, match="temperature\n  Extra inputs are not permitted"):
+        decide(
+            current, chain.candidates_for(current), CFG, policy, execution=EXECUTION | {"temperature": 0.2}
+        )
 
 
 def test_decide_refuses_non_intents(new_chain):

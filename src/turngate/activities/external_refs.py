@@ -29,6 +29,7 @@ from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, build_embedder
 from turngate.jobs.cases.registry import CaseRegistry
 from turngate.security.workbench import FetchOutcome, WorkbenchConfig, fetch_handle
 from turngate.workflows.shared import ExternalRefsInput
+from turngate.workflows.turn_activities import RESOLVE_EXTERNAL_REFS
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class ExternalRefActivities:
     def close(self) -> None:
         self._indexes.close()
 
-    @activity.defn(name="turngate.resolve_external_refs")
+    @activity.defn(name=RESOLVE_EXTERNAL_REFS)
     async def resolve_external_refs(self, inp: ExternalRefsInput) -> ExternalContext:
         last_attempt = activity.info().attempt >= MAX_ATTEMPTS
         collected = _Collected()

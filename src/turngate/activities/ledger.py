@@ -28,6 +28,7 @@ from turngate.prompts.pins import PromptPins
 from turngate.telemetry import TurngateMetrics, observe_ledger_event
 from turngate.workflows.shared import AppendInput, BeginTurnInput, BeginTurnResult, Boundary
 from turngate.workflows.spend import resolve_route
+from turngate.workflows.turn_activities import APPEND_EVENT, BEGIN_TURN
 
 
 class LedgerActivities:
@@ -46,7 +47,7 @@ class LedgerActivities:
         self._pins = pins
         self._catalog = ProviderCatalog.model_validate(boundary.provider_catalog)
 
-    @activity.defn(name="turngate.begin_turn")
+    @activity.defn(name=BEGIN_TURN)
     def begin_turn(self, inp: BeginTurnInput) -> BeginTurnResult:
         """Record the INTENT, fetch the candidate events for its declared refs (O(refs)) and,
         with prompt packs, the thread's pinned prompt snapshot."""
@@ -88,7 +89,7 @@ class LedgerActivities:
             spend=spend_snapshot(self._store, intent.tenant_id, key_of(intent), datetime.now(UTC)),
         )
 
-    @activity.defn(name="turngate.append_event")
+    @activity.defn(name=APPEND_EVENT)
     def append_event(self, inp: AppendInput) -> Event:
         """Store the step's fault snapshots and manifest as artifacts, then append the event that
         points at them. If the artifact store fails, nothing is appended and the workflow records

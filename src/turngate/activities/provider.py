@@ -48,6 +48,7 @@ from turngate.providers.base import (
 from turngate.streaming.base import NullBus, TokenPublisher
 from turngate.telemetry import ProviderCall, TurngateMetrics, provider_span
 from turngate.workflows.shared import ProviderCallInput, ProviderCallResult
+from turngate.workflows.turn_activities import CALL_PROVIDER
 
 log = logging.getLogger(__name__)
 HEARTBEAT_EVERY_S = 2.0
@@ -138,7 +139,7 @@ class ProviderActivities:
                 whole[position] = text
         return whole
 
-    @activity.defn(name="turngate.call_provider")
+    @activity.defn(name=CALL_PROVIDER)
     async def call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
         # A GenAI client span (content only with TURNGATE_TRACE_CONTENT) plus latency/token metrics.
         provider = self._providers.get(inp.provider)

@@ -22,6 +22,7 @@ from turngate.core.context import (
     spec_schema_version,
 )
 from turngate.core.events import Event, EventKind, event_digest
+from turngate.core.payloads import DecisionPayload, ExecutionPlan
 from turngate.core.policy import (
     InvalidIntentError,
     LoadedPolicy,
@@ -34,37 +35,36 @@ POLICY_EVALUATION_ERROR = "policy.evaluation_error"
 POLICY_INVALID_DECISION = "policy.invalid_decision"
 INTENT_INVALID = InvalidIntentError.code
 
-# Keys of the DECISION payload that an ``execution`` mapping may not overwrite.
-DECISION_KEYS: frozenset[str] = frozenset(
-    {
-        "decision",
-        "reason_codes",
-        "policy",
-        "policy_id",
-        "policy_version",
-        "context_digest",
-        "context_spec",
-        "boundary",
-        "normative_input_digests",
-        "resolved_refs",
-        "error",
-        "shadow",
-    }
-)
-
 
 class DecisionOutcome(BaseModel):
-    """The result of :func:`decide`. ``payload`` is the DECISION event payload."""
+    """The result of :func:`decide`: the DECISION (``record``; ``payload`` is its event payload)
+    and what the turn builds its context from."""
 
     model_config = ConfigDict(frozen=True)
 
-    allowed: bool
-    payload: dict[str, Any]
+    record: DecisionPayload
     resolution: Resolution | None = None
     context_spec: dict[str, Any] | None = None
     context_digest: str | None = None
     assembled_context: dict[str, Any] | None = None
     policy_input: PolicyInput | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.record.allowed
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The DECISION event payload (a new dict: changes go through ``record``)."""
+        return self.record.as_payload()
+
+    def recording(self, record: DecisionPayload) -> DecisionOutcome:
+        """This outcome with another DECISION record (shadows, external refs, tools offered)."""
+        return self.model_copy(update={"record": record})
+
+    def denied(self, reason_code: str, error: Mapping[str, Any] | None = None) -> DecisionOutcome:
+        """This outcome as a DENY for ``reason_code`` (:meth:`DecisionPayload.denied`)."""
+        return self.recording(self.record.denied(reason_code, error))
 
 
 def _assert_json_without_floats(value: Any, where: str = "payload") -> None:
@@ -78,39 +78,35 @@ def _assert_json_without_floats(value: Any, where: str = "payload") -> None:
             _assert_json_without_floats(item, f"{where}[{position}]")
 
 
-def _payload(
+def _record(
     *,
     decision: PolicyDecision,
     policy: LoadedPolicy,
     config_digest: str,
     built: ContextBuild | None,
     error: Mapping[str, Any] | None,
-    execution: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "decision": decision.decision,
-        "reason_codes": list(decision.reason_codes),
-        "policy": policy.describe(),
-        "policy_id": policy.policy_id,
-        "policy_version": policy.policy_version,
-        "context_digest": built.context_digest if built else None,
-        "context_spec": built.context_spec if built else None,
-        "boundary": {"context_config_digest": config_digest},
-        "normative_input_digests": (list(built.resolution.normative_input_digests) if built else []),
-        "resolved_refs": (
-            [ref.model_dump(mode="json") for ref in built.resolution.resolved_refs] if built else []
-        ),
-    }
-    if error is not None:
-        payload["error"] = dict(error)
-    if execution:
-        clash = sorted(DECISION_KEYS & set(execution))
-        if clash:
-            raise ValueError(f"execution keys {clash} would overwrite DECISION fields")
-        payload.update(dict(execution))
+    plan: ExecutionPlan | None,
+) -> DecisionPayload:
+    record = DecisionPayload(
+        decision=decision.decision,
+        reason_codes=list(decision.reason_codes),
+        policy=policy.describe(),
+        policy_id=policy.policy_id,
+        policy_version=policy.policy_version,
+        context_digest=built.context_digest if built else None,
+        context_spec=built.context_spec if built else None,
+        boundary={"context_config_digest": config_digest},
+        normative_input_digests=list(built.resolution.normative_input_digests) if built else [],
+        resolved_refs=[ref.model_dump(mode="json") for ref in built.resolution.resolved_refs]
+        if built
+        else [],
+        error=dict(error) if error is not None else None,
+        plan=plan,
+    )
+    payload = record.as_payload()
     _assert_json_without_floats(payload)
     canonical_bytes(payload)  # raises CanonicalizationError for anything not JSON
-    return payload
+    return record
 
 
 def evaluate_policy(
@@ -147,7 +143,7 @@ def decide(
     cfg: ContextConfig,
     policy: LoadedPolicy,
     *,
-    execution: Mapping[str, Any] | None = None,
+    execution: ExecutionPlan | Mapping[str, Any] | None = None,
     prompt: Mapping[str, Any] | None = None,
     schema_version: str = CONTEXT_SPEC_SCHEMA_VERSION,
 ) -> DecisionOutcome:
@@ -155,27 +151,30 @@ def decide(
 
     A ref error (or an INTENT without a message) ends in DENY with the error code as reason code;
     the policy is not called. A policy that raises or returns garbage ends in DENY
-    (``policy.evaluation_error`` / ``policy.invalid_decision``). ``execution`` (provider,
-    requested_model_id, resolved_model_id) is merged into the payload as given. ``prompt`` (the
-    pinned prompt snapshot and profile digests) enters the context spec and so the digest.
-    ``schema_version``: of the context spec (a replay uses the version the DECISION recorded).
+    (``policy.evaluation_error`` / ``policy.invalid_decision``). ``execution`` (the
+    :class:`ExecutionPlan`: provider, requested and resolved model, token budget, prompt) is
+    recorded beside the decision; a mapping is validated into one (a key of the decision itself
+    is refused). ``prompt`` (the pinned prompt snapshot and profile digests) enters the context
+    spec and so the digest. ``schema_version``: of the context spec (a replay uses the version
+    the DECISION recorded).
     """
+    if execution is not None and not isinstance(execution, ExecutionPlan):
+        execution = ExecutionPlan.model_validate(execution)
     config_digest = context_config_digest(cfg)
     judged = judge(intent, candidates, cfg, policy, prompt, schema_version=schema_version)
     built = judged.built
-    payload = _payload(
+    record = _record(
         decision=judged.decision,
         policy=policy,
         config_digest=config_digest,
         built=built,
         error=judged.error,
-        execution=execution,
+        plan=execution,
     )
     if built is None:
-        return DecisionOutcome(allowed=False, payload=payload)
+        return DecisionOutcome(record=record)
     return DecisionOutcome(
-        allowed=judged.decision.allowed,
-        payload=payload,
+        record=record,
         resolution=built.resolution,
         context_spec=built.context_spec,
         context_digest=built.context_digest,

@@ -40,7 +40,7 @@ def with_shadows(outcome: DecisionOutcome, shadows: Sequence[LoadedPolicy]) -> D
     if not shadows or outcome.policy_input is None:
         return outcome
     entries = [shadow_entry(policy, outcome.policy_input) for policy in shadows]
-    return outcome.model_copy(update={"payload": outcome.payload | {SHADOW_KEY: entries}})
+    return outcome.recording(outcome.record.model_copy(update={"shadow": entries}))
 
 
 def shadow_agreements(payload: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], bool]]:

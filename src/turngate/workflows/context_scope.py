@@ -35,22 +35,14 @@ def spec_version(intent: Event) -> str:
 def with_external(outcome: DecisionOutcome, external: ExternalContext) -> DecisionOutcome:
     """The DECISION records what the external refs pinned (or refused); a declared retrieval that
     cannot be done as declared DENIES the turn with its code."""
-    payload = dict(outcome.payload)
-    payload["external_context"] = external.decision_record()
+    pinned = external.decision_record()
+    record = outcome.record.model_copy(update={"external_context": pinned})
     update: dict[str, Any] = {}
     if outcome.context_spec is not None and outcome.assembled_context is not None:
         # What the refs resolved to is inside the digest (context spec v2; v1 is left as it was).
-        spec, digest = with_external_resolution(
-            outcome.context_spec, outcome.assembled_context, payload["external_context"]
-        )
-        payload.update(context_spec=spec, context_digest=digest)
+        spec, digest = with_external_resolution(outcome.context_spec, outcome.assembled_context, pinned)
+        record = record.model_copy(update={"context_spec": spec, "context_digest": digest})
         update = {"context_spec": spec, "context_digest": digest}
-    allowed = outcome.allowed
     if external.error is not None:
-        allowed = False
-        payload.update(
-            decision="DENY",
-            reason_codes=[external.error.code],
-            error=external.error.model_dump(mode="json"),
-        )
-    return outcome.model_copy(update={"allowed": allowed, "payload": payload} | update)
+        record = record.denied(external.error.code, external.error.model_dump(mode="json"))
+    return outcome.model_copy(update={"record": record} | update)

@@ -23,6 +23,7 @@ from typing import Any
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.external import ExternalContext
+from turngate.core.payloads import DecisionPayload, ExecutionPayload
 from turngate.workflows.shared import ProviderCallInput
 
 #: Workbench refusals that are failures of the fetch itself (not refusals by configuration).
@@ -49,11 +50,11 @@ def _tool_outputs(external: ExternalContext | None) -> dict[str, str]:
 
 
 def execution_snapshots(
-    call: ProviderCallInput, payload: dict[str, Any], external: ExternalContext | None, *, debug: bool
+    call: ProviderCallInput, payload: ExecutionPayload, external: ExternalContext | None, *, debug: bool
 ) -> dict[str, str]:
     """The EXECUTION step's snapshots ({} when nothing went wrong and none was asked for)."""
     triggers = []
-    if payload.get("error"):
+    if payload.error:
         triggers.append("provider_error")
     if _fetch_faults(external):
         triggers.append("fetch_error")
@@ -63,8 +64,8 @@ def execution_snapshots(
         return {}
     outcome = {
         "fault_triggers": triggers,
-        "error": payload.get("error"),
-        "output_text": payload.get("output_text"),
+        "error": payload.error,
+        "output_text": payload.output_text,
     }
     return {
         PROMPT_SNAPSHOT: _canonical(call.model_dump(mode="json")),
@@ -74,16 +75,15 @@ def execution_snapshots(
 
 def decision_snapshots(
     request_so_far: Callable[[], ProviderCallInput],
-    payload: dict[str, Any],
+    record: DecisionPayload,
     external: ExternalContext | None,
 ) -> dict[str, str]:
     """A DENY's snapshots when the denial is a fault: a pointer that could not be resolved, a
     failed external-ref resolution or a failed fetch. The prompt is the request as far as it
     was built (system prompt, if any, and the user message)."""
-    if payload.get("decision") == "ALLOW":
+    if record.allowed:
         return {}  # an allowed turn's faults are snapshotted with its EXECUTION
-    raw_error = payload.get("error")
-    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
+    error = record.error or {}
     faulty = bool(error.get("missing_pointers")) or (external is not None and external.error is not None)
     if not faulty and not _fetch_faults(external):
         return {}

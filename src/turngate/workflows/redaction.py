@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from turngate.core.payloads import ExecutionPayload
 from turngate.core.prompt_layers import PromptConfig
-
-#: Where ``TurnWorkflow._execute`` parks the activity's verdict until :func:`apply_checked_safety`.
-CHECKED_SAFETY_KEY = "_checked_safety"
+from turngate.core.safety import check_output
+from turngate.workflows.shared import ProviderCallResult
 
 
 def output_safety_rules(prompts: PromptConfig | None) -> dict[str, Any] | None:
@@ -24,24 +24,35 @@ def output_safety_rules(prompts: PromptConfig | None) -> dict[str, Any] | None:
     return rules
 
 
-def apply_checked_safety(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Record the activity's verdict in ``payload`` (in place: the EXECUTION payload being built)
-    and return the snapshots it already stored (``{"redacted_output": pointer}`` when redacted)."""
-    checked = payload.pop(CHECKED_SAFETY_KEY, None)
-    if checked is None or payload.get("error"):
-        return {}
-    verdict = checked["verdict"]
+def apply_checked_safety(
+    payload: ExecutionPayload, answer: ProviderCallResult | None
+) -> tuple[ExecutionPayload, dict[str, dict[str, Any]]]:
+    """The EXECUTION with the activity's verdict applied, and the snapshots the activity already
+    stored (``{"redacted_output": pointer}`` when it redacted the answer)."""
+    if answer is None or answer.safety is None or payload.error:
+        return payload, {}
+    verdict = answer.safety
     if verdict.get("ok"):
-        return {}
-    payload.pop("output_artifact", None)
-    payload.pop("output_truncated", None)
-    mark_redacted(payload, verdict.get("rule_id"), verdict.get("reason_code"), verdict.get("detail"))
-    snapshot = checked.get("snapshot")
-    return {"redacted_output": snapshot} if snapshot else {}
+        return payload, {}
+    withheld = payload.model_copy(update={"output_artifact": None, "output_truncated": None}).redacted_by(
+        verdict.get("rule_id"), verdict.get("reason_code"), verdict.get("detail")
+    )
+    snapshot = answer.redacted_output
+    return withheld, ({"redacted_output": snapshot} if snapshot else {})
 
 
-def mark_redacted(payload: dict[str, Any], rule_id: Any, reason_code: Any, detail: Any) -> None:
-    """The EXECUTION record of a redacted answer: no text, and which rule fired (in place)."""
-    payload["output_text"] = ""
-    payload["redacted"] = True
-    payload["redaction"] = {"rule_id": rule_id, "reason_code": reason_code, "detail": detail}
+def apply_output_safety(
+    payload: ExecutionPayload, answer: ProviderCallResult | None, prompts: PromptConfig
+) -> tuple[ExecutionPayload, dict[str, str]]:
+    """Deterministic output rules over an answer the provider activity did not check (histories
+    recorded before it did): a violation keeps the raw answer out of the event (it goes to a
+    snapshot artifact) and marks the EXECUTION redacted; the thread's next turn is told why."""
+    text = payload.output_text
+    if payload.error or not text or (answer is not None and answer.safety is not None):
+        return payload, {}
+    verdict = check_output(text, prompts.output_safety)
+    if verdict.ok:
+        return payload, {}
+    return payload.redacted_by(verdict.rule_id, verdict.reason_code, verdict.detail), {
+        "redacted_output": text
+    }

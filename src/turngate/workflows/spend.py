@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         ProviderCatalog,
         resolve_model,
     )
+    from turngate.core.payloads import ExecutionPayload
     from turngate.core.spend import (
         REASON_BUDGET_EXCEEDED,
         ModelsConfig,
@@ -33,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         plan_spend,
         split_candidate,
     )
-    from turngate.workflows.shared import BeginTurnResult, Boundary, ProviderCallInput
+    from turngate.workflows.shared import BeginTurnResult, Boundary, ProviderCallInput, ProviderCallResult
 
 #: workflow.patched id: turns with an alias or a budget record a spend plan and may fall back.
 PATCH_GOVERNED_SPEND = "governed-spend"
@@ -54,7 +55,9 @@ FALLBACK_CODES = frozenset(
 LAST_CANDIDATE_ATTEMPTS = 3
 
 Candidate = tuple[str, bool, str | None]
-RunCandidate = Callable[[ProviderCallInput, ModelResolution, int], Awaitable[dict[str, Any]]]
+#: One provider attempt on one candidate: the answer (None when the call failed) and its EXECUTION.
+Attempt = tuple[ProviderCallResult | None, ExecutionPayload]
+RunCandidate = Callable[[ProviderCallInput, ModelResolution, int], Awaitable[Attempt]]
 
 
 @dataclass(frozen=True)
@@ -135,50 +138,54 @@ def govern(
         message=envelope.message,
         max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
     )
-    payload = dict(outcome.payload) | {"spend": plan.model_dump(mode="json")}
+    record = outcome.record.model_copy(update={"spend": plan.model_dump(mode="json")})
     denial = budget_denial(plan)
     if denial is not None:
-        payload |= {"decision": "DENY", "reason_codes": [REASON_BUDGET_EXCEEDED], "error": denial}
-        return outcome.model_copy(update={"allowed": False, "payload": payload}), model, plan
+        return outcome.recording(record.denied(REASON_BUDGET_EXCEEDED, denial)), model, plan
     provider, name = split_candidate(plan.admitted()[0])
     model = model.model_copy(update={"provider": provider, "resolved_model_id": name})
-    payload |= {"provider": provider, "resolved_model_id": name}
-    return outcome.model_copy(update={"payload": payload}), model, plan
+    if record.plan is not None:  # the DECISION names the candidate the turn starts on
+        record = record.model_copy(
+            update={"plan": record.plan.model_copy(update={"provider": provider, "resolved_model_id": name})}
+        )
+    return outcome.recording(record), model, plan
 
 
 async def execute_plan(
     plan: SpendPlan, call: ProviderCallInput, model: ModelResolution, run: RunCandidate
-) -> dict[str, Any]:
+) -> Attempt:
     """Try the admitted candidates in order; move on only after a retryable error or timeout.
     The EXECUTION's ``spend`` names the candidate that answered, why each earlier one failed,
     and its usage priced from the DECISION's recorded prices."""
     admitted = plan.admitted()
     failed: list[dict[str, Any]] = []
-    payload: dict[str, Any] = {}
+    attempt: Attempt | None = None
     candidate = admitted[0]
     for position, candidate in enumerate(admitted):
         provider, name = split_candidate(candidate)
         last = position == len(admitted) - 1
-        payload = await run(
+        attempt = await run(
             call.model_copy(update={"provider": provider, "model": name}),
             model.model_copy(update={"provider": provider, "resolved_model_id": name}),
             LAST_CANDIDATE_ATTEMPTS if last else 1,
         )
-        error = payload.get("error")
+        error = attempt[1].error
         if error and not last and error.get("code") in FALLBACK_CODES:
             failed.append(
                 {"candidate": candidate, "code": error["code"], "status_code": error.get("status_code")}
             )
             continue
         break
-    usage = payload.get("usage")
-    input_tokens = (usage.get("input_tokens") if isinstance(usage, dict) else None) or 0
-    output_tokens = (usage.get("output_tokens") if isinstance(usage, dict) else None) or 0
-    payload["spend"] = {
+    assert attempt is not None  # a plan admits at least one candidate (else the turn was denied)
+    answer, payload = attempt
+    usage = payload.usage or {}
+    input_tokens = usage.get("input_tokens") or 0
+    output_tokens = usage.get("output_tokens") or 0
+    spend = {
         "alias": plan.alias,
         "candidate": candidate,
         "failed": failed,
         "tokens": input_tokens + output_tokens,
         "cost_micros": cost_micros(plan.price_of(candidate), input_tokens, output_tokens),
     }
-    return payload
+    return answer, payload.model_copy(update={"spend": spend})

@@ -15,48 +15,44 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from turngate.artifacts.deadline import MAX_ARTIFACT_DEADLINE_S
     from turngate.core.assembly import assemble, uses_tool_messages
-    from turngate.core.client_context import (
-        REASON_INVALID_CLIENT_CONTEXT,
-        ClientContext,
-        InvalidClientContext,
-        client_context_of,
-    )
     from turngate.core.context import ContextConfig
     from turngate.core.decision import DecisionOutcome, decide
-    from turngate.core.events import Event, EventDraft, EventKind, IntentEnvelope
+    from turngate.core.events import Event, EventDraft, EventKind
     from turngate.core.external import ExternalContext, ExternalError
     from turngate.core.manifest import build_denied_manifest, build_manifest
     from turngate.core.model_resolution import ModelResolution
+    from turngate.core.payloads import (
+        SYSTEM_ERROR,
+        DecisionPayload,
+        ExecutionPayload,
+        ExecutionPlan,
+        TokenBudget,
+    )
     from turngate.core.policy import load_policy
     from turngate.core.prompt_layers import PromptConfig, parse_prompt_config
     from turngate.core.refs import RefResolutionError, external_refs_of, ref_lookup_ids
-    from turngate.core.safety import check_output
     from turngate.core.shadow import with_shadows
     from turngate.core.system_prompt import SystemPrompt, build_system_prompt
-    from turngate.core.tools import (
-        ToolSpec,
-        admit_tool_calls,
-        exchange_count,
-        first_transition,
-        next_phase_for,
-        offered_tools,
-    )
+    from turngate.core.tools import ToolSpec, exchange_count, offered_tools
     from turngate.prompts.pack_builders import pack_builders
     from turngate.prompts.token_estimators import loaded_estimator
     from turngate.workflows.context_scope import spec_version, with_external
+    from turngate.workflows.decision_record import (
+        client_context_or_deny,
+        message_artifact,
+        prompt_record,
+        request_so_far,
+        with_tools_offered,
+    )
+    from turngate.workflows.execution_record import answered, call_failed, with_tool_calls
     from turngate.workflows.fault_snapshots import decision_snapshots, execution_snapshots
     from turngate.workflows.prompt_guard import prompt_failure
-    from turngate.workflows.redaction import (
-        CHECKED_SAFETY_KEY,
-        apply_checked_safety,
-        mark_redacted,
-        output_safety_rules,
-    )
+    from turngate.workflows.redaction import apply_checked_safety, apply_output_safety, output_safety_rules
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -72,6 +68,12 @@ with workflow.unsafe.imports_passed_through():
         TurnResult,
     )
     from turngate.workflows.spend import execute_plan, govern, resolve_route
+    from turngate.workflows.turn_activities import (
+        append_event,
+        begin_turn,
+        call_provider,
+        resolve_external_refs,
+    )
 
 #: workflow.patched id: the offered tool definitions count against the token budget.
 PATCH_TOOLS_IN_BUDGET = "tools-in-token-budget"
@@ -122,13 +124,12 @@ class TurnWorkflow:
     @workflow.run
     async def run(self, inp: TurnInput) -> TurnResult:
         envelope = inp.envelope
-        begin: BeginTurnResult = await workflow.execute_local_activity(
-            "turngate.begin_turn",
+        begin = await workflow.execute_local_activity(
+            begin_turn,
             BeginTurnInput(
                 intent=envelope.draft(),
                 ref_ids=ref_lookup_ids(list(envelope.payload.declared_refs)),
             ),
-            result_type=BeginTurnResult,
             start_to_close_timeout=ARTIFACT_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
         )
@@ -147,7 +148,7 @@ class TurnWorkflow:
             system = None
             begin = begin.model_copy(update={"prompt_error": prompt_failure(exc)})
         outcome = self._decide(intent, begin.candidates, boundary, model, system, begin, spec_version(intent))
-        client, outcome = _client_context(envelope.payload.inputs, outcome)
+        client, outcome = client_context_or_deny(envelope.payload.inputs, outcome)
         outcome, model, plan = govern(outcome, model, route, begin, envelope)
         external = await self._external_context(intent) if outcome.allowed else None
         if external is not None:
@@ -161,7 +162,7 @@ class TurnWorkflow:
                 offered = offered_tools(
                     prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
                 )
-                outcome.payload["prompt"]["tools_offered"] = [spec.name for spec in offered]
+                outcome = with_tools_offered(outcome, [spec.name for spec in offered])
             if client is not None:
                 offered += [tool.spec() for tool in client.tools]
             # The offered tool definitions are sent too: they count against the budget (turns
@@ -195,13 +196,15 @@ class TurnWorkflow:
             manifest = build_denied_manifest(
                 outcome, intent=intent, run_id=run_id, step_id="decision", external=external
             )
+        record = outcome.record
         decision, stopped = await self._record(
-            self._draft(intent, EventKind.DECISION, outcome.payload),
+            intent,
+            record,
             manifest=manifest.model_dump(mode="json"),
             snapshots=decision_snapshots(
-                lambda: _request_so_far(envelope, intent, model, system), outcome.payload, external
+                lambda: request_so_far(envelope, intent, model, system), record, external
             ),
-            on_system_error=_deny_for_system_error,
+            on_system_error=lambda error: record.denied(SYSTEM_ERROR, error),
         )
         self._recorded["DECISION"] = _recorded(decision)
         workflow.upsert_search_attributes(
@@ -230,28 +233,31 @@ class TurnWorkflow:
             max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
             temperature=client.temperature if client is not None else None,
             tools=[spec.definition() for spec in offered],
-            message_artifact=_message_artifact(envelope),
+            message_artifact=message_artifact(envelope),
             output_safety=output_safety_rules(prompts if system is not None else None),
             message_artifacts=dict(assembly.message_artifacts),
         )
         if plan is not None:
-            payload = await execute_plan(
+            answer, payload = await execute_plan(
                 plan, call, model, lambda c, m, attempts: self._execute(c, m, outcome, boundary, attempts)
             )
         else:
-            payload = await self._execute(call, model, outcome, boundary)
-        _admit_tool_calls(payload, offered, envelope.payload.inputs)
+            answer, payload = await self._execute(call, model, outcome, boundary)
+        if answer is not None:
+            payload = with_tool_calls(payload, answer.tool_calls, offered, envelope.payload.inputs)
         if prompts is not None and system is not None:
-            payload["exchanges_count"] = exchange_count(outcome.resolution) + 1
+            payload = payload.model_copy(update={"exchanges_count": exchange_count(outcome.resolution) + 1})
         snapshots = execution_snapshots(
             call, payload, external, debug=envelope.payload.inputs.get("debug_snapshot") is True
         )
         stored: dict[str, dict[str, Any]] = {}
         if prompts is not None and system is not None:
-            snapshots |= _apply_output_safety(payload, prompts)
-            stored = apply_checked_safety(payload)
+            payload, redacted = apply_output_safety(payload, answer, prompts)
+            snapshots |= redacted
+            payload, stored = apply_checked_safety(payload, answer)
         execution, _ = await self._record(
-            self._draft(intent, EventKind.EXECUTION, payload),
+            intent,
+            payload,
             manifest=build_manifest(
                 outcome,
                 assembly,
@@ -263,7 +269,7 @@ class TurnWorkflow:
             ).model_dump(mode="json"),
             snapshots=snapshots,
             stored_snapshots=stored,
-            on_system_error=_execution_system_error,
+            on_system_error=payload.failed,
         )
         self._recorded["EXECUTION"] = _recorded(execution)
         error = execution.payload.get("error")
@@ -316,39 +322,21 @@ class TurnWorkflow:
     ) -> DecisionOutcome:
         with workflow.unsafe.imports_passed_through():
             policy = load_policy(boundary.policy_module, boundary.policy_object)
-        extra: dict[str, Any] = {
-            "token_budget": {"tokens": boundary.budget_tokens, "estimator": boundary.token_estimator},
-            "provider": model.provider,
-            "requested_model_id": model.requested_model_id,
-            "resolved_model_id": model.resolved_model_id,
-        }
-        pinned = None
-        if system is not None and begin.prompt is not None:
-            snapshot = begin.prompt.snapshot
-            pinned = {
-                "snapshot_digest": snapshot.snapshot_digest,
-                "profile_digest": system.profile_digest,
-                "system_prompt_sha256": system.text_sha256,
-            }
-            extra["prompt"] = pinned | {
-                "task_id": snapshot.task_id,
-                "provider": snapshot.provider,
-                "profile": system.profile,
-                "done_event": system.done_event,
-                "snapshot_artifact": begin.prompt.snapshot_artifact,
-                "pinned_by_index": begin.prompt.pinned_by_index,
-                "redaction_context": begin.prompt.redaction_reason,
-                "layers": [layer.model_dump(mode="json") for layer in system.layers],
-                "skipped_layers": [layer.model_dump(mode="json") for layer in system.skipped],
-                "tools_offered": [],
-            }
+        prompt = prompt_record(system, begin)
+        plan = ExecutionPlan(
+            token_budget=TokenBudget(tokens=boundary.budget_tokens, estimator=boundary.token_estimator),
+            provider=model.provider,
+            requested_model_id=model.requested_model_id,
+            resolved_model_id=model.resolved_model_id,
+            prompt=prompt,
+        )
         outcome = decide(
             intent,
             candidates,
             ContextConfig.model_validate(boundary.context_config),
             policy,
-            execution=extra,
-            prompt=pinned,
+            execution=plan,
+            prompt=prompt.pinned() if prompt is not None else None,
             schema_version=spec_version,
         )
         if boundary.shadow_policies:  # recorded beside the decision, never deciding
@@ -358,27 +346,10 @@ class TurnWorkflow:
         if begin.prompt_error is not None and outcome.allowed:
             # Only an allowed turn needs its prompt; an earlier DENY (a ref error, the policy)
             # keeps its own reason and error, which verify recomputes.
-            payload = dict(outcome.payload)
-            payload.update(
-                decision="DENY", reason_codes=[begin.prompt_error["code"]], error=begin.prompt_error
-            )
-            return DecisionOutcome(
-                allowed=False,
-                payload=payload,
-                resolution=outcome.resolution,
-                context_spec=outcome.context_spec,
-            )
+            return outcome.denied(begin.prompt_error["code"], begin.prompt_error)
         if outcome.allowed and not model.ok:
             # An unusable model is decided here, not discovered at execution time.
-            payload = dict(outcome.payload)
-            payload["decision"] = "DENY"
-            payload["reason_codes"] = [model.reason_code or "model.unavailable"]
-            return DecisionOutcome(
-                allowed=False,
-                payload=payload,
-                resolution=outcome.resolution,
-                context_spec=outcome.context_spec,
-            )
+            return outcome.denied(model.reason_code or "model.unavailable")
         return outcome
 
     async def _external_context(self, intent: Event) -> ExternalContext | None:
@@ -392,13 +363,12 @@ class TurnWorkflow:
             return None
         try:
             return await workflow.execute_activity(
-                "turngate.resolve_external_refs",
+                resolve_external_refs,
                 ExternalRefsInput(
                     tenant_id=intent.tenant_id,
                     correlation_id=intent.correlation_id,
                     refs=[ref.model_dump(mode="json", exclude_none=True) for ref in refs],
                 ),
-                result_type=ExternalContext,
                 start_to_close_timeout=EXTERNAL_REFS_TIMEOUT,
                 retry_policy=EXTERNAL_REFS_RETRY,
             )
@@ -416,43 +386,23 @@ class TurnWorkflow:
         outcome: DecisionOutcome,
         boundary: Boundary,
         attempts: int = 3,
-    ) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "provider": model.provider,
-            "model_id": model.resolved_model_id,
-            "requested_model_id": model.requested_model_id,
-            "resolved_model_id": model.resolved_model_id,
-            "context_digest": outcome.payload.get("context_digest"),
-        }
+    ) -> tuple[ProviderCallResult | None, ExecutionPayload]:
+        """The provider's answer (None when the call failed) and the EXECUTION it makes."""
         try:
             answer = await _call_provider(call, boundary, attempts)
         except (ActivityError, TimeoutError) as exc:
-            # A local activity's timeout arrives wrapped in ActivityError when it happens and as a
-            # bare TimeoutError when replayed from its marker: both are the same outcome.
-            payload["output_text"] = ""
-            payload["error"] = _execution_error(exc, model.provider)
-            return payload
-        payload["output_text"] = answer.output_text
-        payload["usage"] = answer.usage
-        if answer.safety is not None:
-            payload[CHECKED_SAFETY_KEY] = {"verdict": answer.safety, "snapshot": answer.redacted_output}
-        if answer.output_artifact is not None:
-            # The full answer is over the inline limit: it lives in the artifact store.
-            payload["output_artifact"] = answer.output_artifact
-            payload["output_truncated"] = answer.output_truncated
-        if answer.tool_calls:
-            payload["tool_calls"] = answer.tool_calls
-        payload["_obs"] = {"duration_ms": answer.duration_ms}
-        return payload
+            return None, call_failed(model, outcome.record.context_digest, exc)
+        return answer, answered(model, outcome.record.context_digest, answer)
 
     async def _record(
         self,
-        draft: EventDraft,
+        intent: Event,
+        payload: DecisionPayload | ExecutionPayload,
         *,
         manifest: dict[str, Any] | None = None,
         snapshots: dict[str, str] | None = None,
         stored_snapshots: dict[str, dict[str, Any]] | None = None,
-        on_system_error: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
+        on_system_error: Callable[[dict[str, Any]], DecisionPayload | ExecutionPayload] | None = None,
     ) -> tuple[Event, bool]:
         """Append an event with its artifacts. If the artifacts cannot be stored, the event is
         recorded without them, marked SYSTEM_ERROR with the missing pointers, and the turn
@@ -460,7 +410,7 @@ class TurnWorkflow:
         try:
             return await self._append(
                 AppendInput(
-                    draft=draft,
+                    draft=_draft(intent, payload),
                     manifest=manifest,
                     snapshots=snapshots or {},
                     stored_snapshots=stored_snapshots or {},
@@ -475,39 +425,39 @@ class TurnWorkflow:
                 raise
             details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
             error = {
-                "code": "SYSTEM_ERROR",
+                "code": SYSTEM_ERROR,
                 "detail": cause.message,
                 "missing_pointers": details.get("missing_pointers", []),
             }
-            payload = on_system_error(dict(draft.payload), error)
-            return await self._append(AppendInput(draft=draft.model_copy(update={"payload": payload}))), True
+            return await self._append(AppendInput(draft=_draft(intent, on_system_error(error)))), True
 
     async def _append(self, inp: AppendInput) -> Event:
         return await workflow.execute_local_activity(
-            "turngate.append_event",
+            append_event,
             inp,
-            result_type=Event,
             start_to_close_timeout=ARTIFACT_STEP_TIMEOUT
             if inp.manifest or inp.snapshots
             else LEDGER_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
         )
 
-    @staticmethod
-    def _draft(intent: Event, kind: EventKind, payload: dict[str, Any]) -> EventDraft:
-        return EventDraft(
-            kind=kind,
-            thread_id=intent.thread_id,
-            turn_id=intent.turn_id,
-            parent_turn_id=intent.parent_turn_id,
-            correlation_id=intent.correlation_id,
-            stream_id=intent.stream_id,
-            lane=intent.lane,
-            actor=intent.actor,
-            intent_type=intent.intent_type,
-            payload=payload,
-            tenant_id=intent.tenant_id,
-        )
+
+def _draft(intent: Event, payload: DecisionPayload | ExecutionPayload) -> EventDraft:
+    """The turn's DECISION or EXECUTION event: the INTENT's identity, ``payload``'s kind."""
+    kind = EventKind.DECISION if isinstance(payload, DecisionPayload) else EventKind.EXECUTION
+    return EventDraft(
+        kind=kind,
+        thread_id=intent.thread_id,
+        turn_id=intent.turn_id,
+        parent_turn_id=intent.parent_turn_id,
+        correlation_id=intent.correlation_id,
+        stream_id=intent.stream_id,
+        lane=intent.lane,
+        actor=intent.actor,
+        intent_type=intent.intent_type,
+        payload=payload.as_payload(),
+        tenant_id=intent.tenant_id,
+    )
 
 
 async def _call_provider(
@@ -525,128 +475,18 @@ async def _call_provider(
     )
     if boundary.provider_activity == "local":
         return await workflow.execute_local_activity(
-            "turngate.call_provider",
+            call_provider,
             call,
-            result_type=ProviderCallResult,
             start_to_close_timeout=wall_clock,
             schedule_to_close_timeout=wall_clock,
             retry_policy=retry,
         )
     return await workflow.execute_activity(
-        "turngate.call_provider",
+        call_provider,
         call,
-        result_type=ProviderCallResult,
         task_queue=boundary.llm_task_queue,
         start_to_close_timeout=wall_clock,
         schedule_to_close_timeout=wall_clock,
         heartbeat_timeout=timedelta(seconds=10),
         retry_policy=retry,
     )
-
-
-def _client_context(
-    inputs: dict[str, Any], outcome: DecisionOutcome
-) -> tuple[ClientContext | None, DecisionOutcome]:
-    """The intent's client-supplied messages and tools; a malformed one DENIES the turn."""
-    try:
-        return client_context_of(inputs), outcome
-    except InvalidClientContext as exc:
-        if not outcome.allowed:
-            return None, outcome
-        error = {"code": REASON_INVALID_CLIENT_CONTEXT, "detail": str(exc)}
-        payload = dict(outcome.payload) | {
-            "decision": "DENY",
-            "reason_codes": [REASON_INVALID_CLIENT_CONTEXT],
-            "error": error,
-        }
-        return None, outcome.model_copy(update={"allowed": False, "payload": payload})
-
-
-def _deny_for_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
-    """A DECISION whose manifest could not be stored: the turn stops (context observability)."""
-    return payload | {"decision": "DENY", "reason_codes": ["SYSTEM_ERROR"], "error": error}
-
-
-def _execution_system_error(payload: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
-    """An EXECUTION whose manifest or fault snapshots could not be stored."""
-    if payload.get("error"):
-        error = error | {"cause": payload["error"]}
-    return payload | {"error": error}
-
-
-def _admit_tool_calls(payload: dict[str, Any], offered: list[ToolSpec], inputs: dict[str, Any]) -> None:
-    """Only calls to tools offered this turn, with valid arguments, are recorded as admitted (and
-    so forwarded); a transition signal maps to the next phase the intent's inputs configure, at
-    the path the tool spec names."""
-    calls = payload.pop("tool_calls", None)
-    if not calls:
-        return
-    admission = admit_tool_calls(calls, offered)
-    payload["tool_calls"] = [call.model_dump(mode="json") for call in admission.admitted]
-    if admission.rejected:
-        payload["tool_calls_rejected"] = [call.model_dump(mode="json") for call in admission.rejected]
-    hit = first_transition(admission, offered)
-    if hit is not None:
-        call, transition = hit
-        payload["phase_transition"] = transition
-        payload["next_phase"] = next_phase_for(call, transition, offered, inputs)
-
-
-def _apply_output_safety(payload: dict[str, Any], prompts: PromptConfig) -> dict[str, str]:
-    """Deterministic output rules over an answer the provider activity did not check (histories
-    recorded before it did): a violation keeps the raw answer out of the event (it goes to a
-    snapshot artifact) and marks the EXECUTION redacted; the thread's next turn is told why."""
-    text = payload.get("output_text") or ""
-    if payload.get("error") or not text or CHECKED_SAFETY_KEY in payload:
-        return {}
-    verdict = check_output(text, prompts.output_safety)
-    if verdict.ok:
-        return {}
-    mark_redacted(payload, verdict.rule_id, verdict.reason_code, verdict.detail)
-    return {"redacted_output": text}
-
-
-def _message_artifact(envelope: IntentEnvelope) -> dict[str, Any] | None:
-    """The pointer to the full user message, when ingress offloaded it (over the inline limit)."""
-    extra = envelope.payload.payload.model_extra
-    return extra.get("message_artifact") if extra else None
-
-
-def _request_so_far(
-    envelope: IntentEnvelope, intent: Event, model: ModelResolution, system: SystemPrompt | None
-) -> ProviderCallInput:
-    """A denied turn's provider request as far as it was built: system prompt and user message."""
-    messages = [{"role": "system", "content": system.text}] if system is not None and system.text else []
-    messages.append({"role": "user", "content": envelope.message})
-    return ProviderCallInput(
-        correlation_id=intent.correlation_id,
-        provider=model.provider or "",
-        model=model.resolved_model_id or "",
-        messages=messages,
-        message_artifact=_message_artifact(envelope),
-    )
-
-
-def _execution_error(exc: ActivityError | TimeoutError, provider: str) -> dict[str, Any]:
-    """The structured, secret-free error an EXECUTION records."""
-    cause = exc.cause if isinstance(exc, ActivityError) else exc
-    if isinstance(cause, TimeoutError) and cause.type in (
-        TimeoutType.START_TO_CLOSE,
-        TimeoutType.SCHEDULE_TO_CLOSE,
-        TimeoutType.HEARTBEAT,
-    ):
-        return {
-            "provider": provider,
-            "status_code": None,
-            "code": "llm.timeout",
-            "message": f"the provider call exceeded its wall-clock limit ({cause.type.name})",
-        }
-    if isinstance(cause, ApplicationError):
-        details = cause.details[0] if cause.details else {}
-        return {
-            "provider": provider,
-            "status_code": details.get("status_code") if isinstance(details, dict) else None,
-            "code": cause.type or "provider.error",
-            "message": cause.message,
-        }
-    return {"provider": provider, "status_code": None, "code": "provider.error", "message": str(exc)}

@@ -1,0 +1,63 @@
+"""The turn workflow calls its activities through the definitions in workflows/turn_activities.py;
+the worker registers the implementations. Both must agree on name, input and result type, and
+the names recorded in histories never change."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio import activity
+
+from turngate.activities.external_refs import ExternalRefActivities
+from turngate.activities.ledger import LedgerActivities
+from turngate.activities.provider import ProviderActivities
+from turngate.workflows import turn, turn_activities
+
+PAIRS: list[tuple[Callable[..., Any], Callable[..., Any], str]] = [
+    (turn_activities.begin_turn, LedgerActivities.begin_turn, "turngate.begin_turn"),
+    (turn_activities.append_event, LedgerActivities.append_event, "turngate.append_event"),
+    (
+        turn_activities.resolve_external_refs,
+        ExternalRefActivities.resolve_external_refs,
+        "turngate.resolve_external_refs",
+    ),
+    (turn_activities.call_provider, ProviderActivities.call_provider, "turngate.call_provider"),
+]
+
+
+def _name(fn: Callable[..., Any]) -> str | None:
+    defn = activity._Definition.from_callable(fn)
+    return defn.name if defn else None
+
+
+def _types(fn: Callable[..., Any]) -> tuple[list[Any], Any]:
+    hints = typing.get_type_hints(fn)
+    params = [hints[p] for p in inspect.signature(fn).parameters if p != "self"]
+    return params, hints["return"]
+
+
+@pytest.mark.parametrize(("definition", "implementation", "recorded"), PAIRS, ids=[p[2] for p in PAIRS])
+def test_definition_matches_its_implementation(
+    definition: Callable[..., Any], implementation: Callable[..., Any], recorded: str
+) -> None:
+    assert _name(definition) == _name(implementation) == recorded
+    assert _types(definition) == _types(implementation)
+
+
+def test_definitions_cannot_run() -> None:
+    with pytest.raises(NotImplementedError, match="definition"):
+        turn_activities.append_event(None)  # type: ignore[arg-type]
+
+
+def test_the_workflow_names_no_activity_by_string_nor_imports_an_implementation() -> None:
+    tree = ast.parse(Path(inspect.getfile(turn)).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not any(module and module.startswith("turngate.activities") for module in imported)
+    strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)}
+    assert not {recorded for _, _, recorded in PAIRS} & strings
