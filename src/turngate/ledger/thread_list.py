@@ -13,17 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, func, literal, or_, select
+from sqlalchemy import ColumnElement, Row, Select, and_, exists, or_, select, union_all
 from sqlalchemy.engine import Connection
 
-from turngate.ledger.schema import thread_actors, thread_summary
+from turngate.ledger.schema import ledger_counts, thread_actors, thread_summary
 from turngate.ledger.summary import tenant_key
 
 #: Actors named per thread (``actor_count`` says how many there are).
 ACTORS_SHOWN = 8
 #: Matches counted at most; more: ``total`` is this and ``total_exact`` False.
 COUNT_CAP = 1_000
+#: An unscoped caller's list merges the tenants' ranges up to this many tenants; past it, it
+#: reads the summary as one (every row, then the newest first).
+MERGED_TENANTS_MAX = 64
 DECISION_FILTERS = ("ALLOW", "DENY", "error", "pending")
 
 
@@ -102,31 +106,91 @@ def list_threads(
 ) -> ThreadPage:
     """One page of threads, most recently active first (see the module doc)."""
     conditions = _conditions(wanted)
+    tenants = _tenant_keys(conn, wanted)
+    # The newest COUNT_CAP + 1 matches: the count, and (nearly always) the page's keys. One pass
+    # over the matching index entries, however selective the filter (a thread-id search reads
+    # every entry once, not once to count and once more to page).
+    newest = conn.execute(_newest(tenants, conditions, [], 0, COUNT_CAP + 1)).all()
     s = thread_summary.c
-    seek = [s.last_index < before] if before is not None else []
-    page_query = (
-        select(thread_summary)
-        .where(*conditions, *seek)
-        .order_by(s.last_index.desc())
-        .offset(offset)
-        .limit(limit)
-    )
-    matches = (
-        select(literal(1)).select_from(thread_summary).where(*conditions).limit(COUNT_CAP + 1).subquery()
-    )
-    counted = int(conn.execute(select(func.count()).select_from(matches)).scalar_one())
-    rows = [
-        ThreadRow(
-            tenant_id=None if not row["tenant_key"] else str(row["tenant_key"]),
-            **{name: row[name] for name in ThreadRow.__dataclass_fields__ if name not in _NOT_COLUMNS},
-        )
-        for row in conn.execute(page_query).mappings()
-    ]
+    if len(newest) <= COUNT_CAP or (before is None and offset + limit <= len(newest)):
+        after_before = [key for key in newest if before is None or key.last_index < before]
+        keys = after_before[offset : offset + limit]
+    else:  # a page beyond the newest matches: seek to it
+        seek = [s.last_index < before] if before is not None else []
+        keys = conn.execute(_newest(tenants, conditions, seek, offset, limit)).all()
+    rows = _summary_rows(conn, keys)
     _add_actors(conn, rows)
     next_before = rows[-1].last_index if len(rows) == limit else None
     return ThreadPage(
-        total=min(counted, COUNT_CAP), total_exact=counted <= COUNT_CAP, threads=rows, next_before=next_before
+        total=min(len(newest), COUNT_CAP),
+        total_exact=len(newest) <= COUNT_CAP,
+        threads=rows,
+        next_before=next_before,
     )
+
+
+def _tenant_keys(conn: Connection, wanted: ThreadFilter) -> list[str] | None:
+    """The tenant keys to walk: the caller's; for an unscoped caller every tenant's (the stream
+    counts hold each tenant key that has an event, in a handful of rows), or None (walk the
+    summary as one) when there are more than ``MERGED_TENANTS_MAX``."""
+    if wanted.tenant_id is not None:
+        return [tenant_key(wanted.tenant_id)]
+    keys = list(conn.execute(select(ledger_counts.c.tenant_key).distinct()).scalars())
+    return keys if len(keys) <= MERGED_TENANTS_MAX else None
+
+
+def _newest(
+    tenants: list[str] | None,
+    conditions: list[ColumnElement[bool]],
+    seek: list[ColumnElement[bool]],
+    offset: int,
+    limit: int,
+) -> Select[Any]:
+    """Keys of matching summary rows, most recently active first, ``offset`` / ``limit``.
+
+    Each tenant's rows are a range of the (tenant_key, last_index) index read backwards; for
+    several tenants the ranges are merged (each contributes at most ``offset + limit``)."""
+    s = thread_summary.c
+
+    def walk(extra: list[ColumnElement[bool]], skip: int, take: int) -> Select[Any]:
+        return (
+            select(s.tenant_key, s.thread_id, s.last_index)
+            .where(*extra, *conditions, *seek)
+            .order_by(s.last_index.desc())
+            .offset(skip)
+            .limit(take)
+        )
+
+    if tenants is None:
+        return walk([], offset, limit)
+    if len(tenants) == 1:
+        return walk([s.tenant_key == tenants[0]], offset, limit)
+    merged = union_all(
+        *(select(walk([s.tenant_key == key], 0, offset + limit).subquery()) for key in tenants)
+    ).subquery()
+    return select(merged).order_by(merged.c.last_index.desc()).offset(offset).limit(limit)
+
+
+def _summary_rows(conn: Connection, keys: Sequence[Row[Any]]) -> list[ThreadRow]:
+    """The summary rows of ``keys`` (primary-key lookups), in the keys' order."""
+    if not keys:
+        return []
+    s = thread_summary.c
+    wanted = or_(*(and_(s.tenant_key == key.tenant_key, s.thread_id == key.thread_id) for key in keys))
+    found = {
+        (row["tenant_key"], row["thread_id"]): row
+        for row in conn.execute(select(thread_summary).where(wanted)).mappings()
+    }
+    rows = []
+    for key in keys:
+        row = found[(key.tenant_key, key.thread_id)]
+        rows.append(
+            ThreadRow(
+                tenant_id=None if not row["tenant_key"] else str(row["tenant_key"]),
+                **{name: row[name] for name in ThreadRow.__dataclass_fields__ if name not in _NOT_COLUMNS},
+            )
+        )
+    return rows
 
 
 _NOT_COLUMNS = frozenset({"tenant_id", "actors", "actor_count"})
