@@ -43,6 +43,7 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from bench import stack
 from bench.client import pct
 from bench.ledger_copies import copy_events, thread_name, turn_name
 from bench.stack import start_turngate
@@ -58,6 +59,7 @@ FLAT_RATIO = 1.5
 BACKFILL_TARGET_S = 60.0
 APPEND_GROWTH = 0.10
 TAIL_DEADLINE_S = 20.0
+STARTUP_TIMEOUT_S = 300.0
 
 
 # --------------------------------------------------------------------------- ledgers
@@ -298,6 +300,9 @@ def time_reads(
 
 
 async def serve_and_time(url: str, length: int, turns: int, base_turns: int, calls: int) -> dict[str, Any]:
+    # a large ledger on a busy machine: `turngate dev` (Temporal dev server, migrations) can
+    # take longer than the suite's default to answer /healthz
+    stack.STARTUP_TIMEOUT_S = max(stack.STARTUP_TIMEOUT_S, STARTUP_TIMEOUT_S)
     # keyless from loopback: `turngate dev`'s unscoped local caller (the ledger has no tenants;
     # the dev key would be tenant "dev" and see nothing)
     async with start_turngate({"TURNGATE_LEDGER_URL": url}) as target:

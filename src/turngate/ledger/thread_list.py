@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, Select, and_, exists, or_, select, union_all
+from sqlalchemy import CTE, ColumnElement, Select, Subquery, and_, exists, func, or_, select, union_all
 from sqlalchemy.engine import Connection
 
 from turngate.ledger.schema import ledger_counts, thread_actors, thread_summary
@@ -107,26 +107,56 @@ def list_threads(
     """One page of threads, most recently active first (see the module doc)."""
     conditions = _conditions(wanted)
     tenants = _tenant_keys(conn, wanted)
-    # The newest COUNT_CAP + 1 matches: the count, and (nearly always) the page's keys. One pass
-    # over the matching index entries, however selective the filter (a thread-id search reads
-    # every entry once, not once to count and once more to page).
-    newest = conn.execute(_newest(tenants, conditions, [], 0, COUNT_CAP + 1)).all()
     s = thread_summary.c
-    if len(newest) <= COUNT_CAP or (before is None and offset + limit <= len(newest)):
-        after_before = [key for key in newest if before is None or key.last_index < before]
-        keys = after_before[offset : offset + limit]
-    else:  # a page beyond the newest matches: seek to it
+    # One statement: the newest COUNT_CAP + 1 matches give the count and (nearly always) the
+    # page, so the matching index entries are read once (a thread-id search reads each entry
+    # of the summary once, not once to count and once more to page).
+    newest = _newest(tenants, conditions, [], 0, COUNT_CAP + 1).cte("newest")
+    seek = [newest.c.last_index < before] if before is not None else []
+    page = select(newest).where(*seek).order_by(newest.c.last_index.desc()).offset(offset).limit(limit)
+    found = (
+        conn.execute(_with_rows(page.subquery(), select(func.count()).select_from(newest))).mappings().all()
+    )
+    matched = int(found[0]["matched"]) if found else _count(conn, newest)
+    if matched > COUNT_CAP and (before is not None or offset + limit > matched):
+        # a page beyond the newest matches: seek to it
         seek = [s.last_index < before] if before is not None else []
-        keys = conn.execute(_newest(tenants, conditions, seek, offset, limit)).all()
-    rows = _summary_rows(conn, keys)
+        found = (
+            conn.execute(_with_rows(_newest(tenants, conditions, seek, offset, limit).subquery()))
+            .mappings()
+            .all()
+        )
+    rows = [
+        ThreadRow(
+            tenant_id=None if not row["tenant_key"] else str(row["tenant_key"]),
+            **{name: row[name] for name in ThreadRow.__dataclass_fields__ if name not in _NOT_COLUMNS},
+        )
+        for row in found
+    ]
     _add_actors(conn, rows)
     next_before = rows[-1].last_index if len(rows) == limit else None
     return ThreadPage(
-        total=min(len(newest), COUNT_CAP),
-        total_exact=len(newest) <= COUNT_CAP,
-        threads=rows,
-        next_before=next_before,
+        total=min(matched, COUNT_CAP), total_exact=matched <= COUNT_CAP, threads=rows, next_before=next_before
     )
+
+
+def _with_rows(keys: Subquery, count: Select[Any] | None = None) -> Select[Any]:
+    """The summary rows of ``keys`` (primary-key lookups), most recently active first; with
+    ``count``'s answer as ``matched`` on every row."""
+    s = thread_summary.c
+    columns = [count.scalar_subquery().label("matched")] if count is not None else []
+    return (
+        select(*columns, thread_summary)
+        .join_from(
+            thread_summary, keys, and_(s.tenant_key == keys.c.tenant_key, s.thread_id == keys.c.thread_id)
+        )
+        .order_by(s.last_index.desc())
+    )
+
+
+def _count(conn: Connection, newest: CTE) -> int:
+    """The number of matches (up to COUNT_CAP + 1) when the page itself is empty."""
+    return int(conn.execute(select(func.count()).select_from(newest)).scalar_one())
 
 
 def _tenant_keys(conn: Connection, wanted: ThreadFilter) -> list[str] | None:
@@ -169,28 +199,6 @@ def _newest(
         *(select(walk([s.tenant_key == key], 0, offset + limit).subquery()) for key in tenants)
     ).subquery()
     return select(merged).order_by(merged.c.last_index.desc()).offset(offset).limit(limit)
-
-
-def _summary_rows(conn: Connection, keys: Sequence[Row[Any]]) -> list[ThreadRow]:
-    """The summary rows of ``keys`` (primary-key lookups), in the keys' order."""
-    if not keys:
-        return []
-    s = thread_summary.c
-    wanted = or_(*(and_(s.tenant_key == key.tenant_key, s.thread_id == key.thread_id) for key in keys))
-    found = {
-        (row["tenant_key"], row["thread_id"]): row
-        for row in conn.execute(select(thread_summary).where(wanted)).mappings()
-    }
-    rows = []
-    for key in keys:
-        row = found[(key.tenant_key, key.thread_id)]
-        rows.append(
-            ThreadRow(
-                tenant_id=None if not row["tenant_key"] else str(row["tenant_key"]),
-                **{name: row[name] for name in ThreadRow.__dataclass_fields__ if name not in _NOT_COLUMNS},
-            )
-        )
-    return rows
 
 
 _NOT_COLUMNS = frozenset({"tenant_id", "actors", "actor_count"})
