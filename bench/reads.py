@@ -17,8 +17,9 @@ and without the summary maintained (interleaved rounds on the same ledger).
         # 1M = the built 100k ledger + 9 SQL copies of its events (bench/ledger_copies.py)
 
 PostgreSQL: ``--pg-url`` (default ``postgresql+psycopg://postgres@127.0.0.1:5432/test``) names a
-server and a database to connect to; the bench creates ``turngate_bench_reads_<turns>`` there and
-runs ``VACUUM ANALYZE`` after the bulk load (what autovacuum does on its own later).
+server and a database to connect to; the bench creates ``turngate_bench_reads_<turns>`` there
+(another prefix: ``--pg-database-prefix``) and runs ``VACUUM ANALYZE`` after the bulk load
+(what autovacuum does on its own later).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from bench import stack
 from bench.client import pct
 from bench.ledger_copies import copy_events, thread_name, turn_name
 from bench.stack import start_turngate
@@ -51,23 +53,25 @@ from turngate.ledger import LedgerStore, summary
 from turngate.ledger.store import migrate, migration_lock
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+DEFAULT_PG_PREFIX = "turngate_bench_reads"
 TARGET_P50_MS = 50.0
 FLAT_RATIO = 1.5
 BACKFILL_TARGET_S = 60.0
 APPEND_GROWTH = 0.10
 TAIL_DEADLINE_S = 20.0
+STARTUP_TIMEOUT_S = 300.0
 
 
 # --------------------------------------------------------------------------- ledgers
 
 
-def _pg_database(pg_url: str, turns: int, *, fresh: bool, template: int | None = None) -> str:
+def _pg_database(pg_url: str, prefix: str, turns: int, *, fresh: bool, template: int | None = None) -> str:
     """A database of its own per size on the server of ``pg_url`` (a copy of the ``template``
     size's, if given); its URL."""
     import psycopg
 
     url = make_url(pg_url).set(drivername="postgresql+psycopg")
-    name = _pg_name(turns)
+    name = _pg_name(prefix, turns)
     admin = psycopg.connect(
         host=url.host, port=url.port or 5432, user=url.username, password=url.password, dbname=url.database
     )
@@ -77,23 +81,30 @@ def _pg_database(pg_url: str, turns: int, *, fresh: bool, template: int | None =
         if exists and fresh:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         if not exists or fresh:
-            like = f' TEMPLATE "{_pg_name(template)}"' if template is not None else ""
+            like = f' TEMPLATE "{_pg_name(prefix, template)}"' if template is not None else ""
             admin.execute(f'CREATE DATABASE "{name}"{like}')
     finally:
         admin.close()
     return url.set(database=name).render_as_string(hide_password=False)
 
 
-def _pg_name(turns: int) -> str:
-    return f"turngate_bench_reads_{turns}"
+def _pg_name(prefix: str, turns: int) -> str:
+    return f"{prefix}_{turns}"
 
 
 def ledger_url(
-    backend: str, turns: int, workdir: Path, pg_url: str, *, fresh: bool, template: int | None = None
+    backend: str,
+    turns: int,
+    workdir: Path,
+    pg_url: str,
+    *,
+    fresh: bool,
+    template: int | None = None,
+    pg_prefix: str = DEFAULT_PG_PREFIX,
 ) -> str:
     """The ledger of this size (fresh: emptied; template: a copy of that size's ledger)."""
     if backend == "postgresql":
-        return _pg_database(pg_url, turns, fresh=fresh, template=template)
+        return _pg_database(pg_url, pg_prefix, turns, fresh=fresh, template=template)
     path = workdir / f"ledger-{turns}.sqlite3"
     if fresh:
         for suffix in ("", "-wal", "-shm"):
@@ -156,10 +167,15 @@ def _vacuum(store: LedgerStore) -> None:
 # --------------------------------------------------------------------------- appends
 
 
+def _events_only(conn: Any, event_rows: Any, _recorded: Any) -> None:
+    summary.insert_events(conn, event_rows)
+
+
 def append_latency(url: str, rounds: int, per_round: int) -> dict[str, Any]:
     """Single-event appends (as the turn's ledger activity makes them), in interleaved rounds
-    with the summary maintained and with :func:`summary.record` switched off; median ms each."""
-    maintained = summary.record
+    with the summary maintained and with it switched off (:func:`summary.insert_events` in
+    place of :func:`summary.write_appended`); median ms each."""
+    maintained = summary.write_appended
     timings: dict[str, list[float]] = {"with_summary": [], "without_summary": []}
     salt = f"{time.time_ns():x}"
     with LedgerStore(url) as store:
@@ -167,7 +183,7 @@ def append_latency(url: str, rounds: int, per_round: int) -> dict[str, Any]:
             for mode in (
                 ("with_summary", "without_summary") if r % 2 == 0 else ("without_summary", "with_summary")
             ):
-                summary.record = maintained if mode == "with_summary" else (lambda _conn, _events: None)
+                summary.write_appended = maintained if mode == "with_summary" else _events_only
                 try:
                     for k in range(per_round):
                         cid = f"append-{salt}-{r}-{mode}-{k}"
@@ -182,7 +198,7 @@ def append_latency(url: str, rounds: int, per_round: int) -> dict[str, Any]:
                         store.append(draft)
                         timings[mode].append((time.perf_counter() - started) * 1000)
                 finally:
-                    summary.record = maintained
+                    summary.write_appended = maintained
     with_ms, without_ms = (statistics.median(timings[m]) for m in ("with_summary", "without_summary"))
     return {
         "with_summary_ms": round(with_ms, 2),
@@ -284,6 +300,9 @@ def time_reads(
 
 
 async def serve_and_time(url: str, length: int, turns: int, base_turns: int, calls: int) -> dict[str, Any]:
+    # a large ledger on a busy machine: `turngate dev` (Temporal dev server, migrations) can
+    # take longer than the suite's default to answer /healthz
+    stack.STARTUP_TIMEOUT_S = max(stack.STARTUP_TIMEOUT_S, STARTUP_TIMEOUT_S)
     # keyless from loopback: `turngate dev`'s unscoped local caller (the ledger has no tenants;
     # the dev key would be tenant "dev" and see nothing)
     async with start_turngate({"TURNGATE_LEDGER_URL": url}) as target:
@@ -378,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     parser.add_argument(
+        "--pg-database-prefix",
+        default=DEFAULT_PG_PREFIX,
+        help="PostgreSQL databases are named PREFIX_<turns> (created on the --pg-url server)",
+    )
+    parser.add_argument(
         "--grow-from",
         type=int,
         metavar="TURNS",
@@ -403,7 +427,15 @@ def main(argv: list[str] | None = None) -> int:
         for turns in args.turns:
             grown = args.grow_from is not None and turns > args.grow_from
             template = args.grow_from if grown else None
-            url = ledger_url(backend, turns, workdir, args.pg_url, fresh=not args.keep, template=template)
+            url = ledger_url(
+                backend,
+                turns,
+                workdir,
+                args.pg_url,
+                fresh=not args.keep,
+                template=template,
+                pg_prefix=args.pg_database_prefix,
+            )
             print(f"[{backend} {turns:,} turns] building ...", file=sys.stderr, flush=True)
             data = grow(url, turns // args.grow_from) if grown else build(url, turns)
             data["backfill_s"] = backfill(url)

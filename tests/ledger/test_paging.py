@@ -113,6 +113,36 @@ def test_keyset_pages_visit_every_thread_once_in_order(store: LedgerStore, mixed
         assert by_offset == everything
 
 
+@pytest.mark.parametrize(("count_cap", "merged_max"), [(3, 64), (3, 1), (1000, 1)])
+def test_pages_past_the_counted_matches_and_without_a_tenant_merge_agree(
+    store: LedgerStore, mixed: list[Event], monkeypatch: pytest.MonkeyPatch, count_cap: int, merged_max: int
+) -> None:
+    """Pages beyond the newest ``COUNT_CAP`` matches seek on their own; an unscoped caller's list
+    merges the tenants' ranges or (past ``MERGED_TENANTS_MAX`` tenants) reads the summary as one:
+    every way, the same threads in the same order, keyset and offset pages alike."""
+    from turngate.ledger import thread_list
+
+    monkeypatch.setattr(thread_list, "COUNT_CAP", count_cap)
+    monkeypatch.setattr(thread_list, "MERGED_TENANTS_MAX", merged_max)
+    for wanted, keep in (
+        (ThreadFilter(None), lambda key, row: True),
+        (ThreadFilter("acme"), lambda key, row: key[0] == "acme"),
+        (ThreadFilter(None, decision="ALLOW"), lambda key, row: row["allowed"] > 0),
+    ):
+        expected = _expected_threads(store, keep)
+        assert len(expected) > count_cap or count_cap == 1000
+        for limit in (1, 2, 5):
+            walked, total = _keyset_walk(store, wanted, limit)
+            assert walked == expected and total == min(len(expected), count_cap), (wanted, limit)
+            with store.read_connection() as conn:
+                by_offset = [
+                    f"{row.tenant_id or ''}/{row.thread_id}"
+                    for offset in range(0, len(expected) + limit, limit)
+                    for row in list_threads(conn, wanted, limit=limit, offset=offset).threads
+                ]
+            assert by_offset == expected, (wanted, limit)
+
+
 def _actor_in(store: LedgerStore, actor: str) -> Callable[[tuple[str, str], dict[str, Any]], bool]:
     actors = recompute(store)["actors"]
     return lambda key, _row: (key[0], key[1], actor) in actors

@@ -181,13 +181,25 @@ def test_the_backfill_reads_the_payload_like_the_store(ledger_url: str) -> None:
 def test_a_large_append_takes_the_many_statement_path(
     store: LedgerStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past the one-statement parameter budget (PostgreSQL) the upserts run one by one: same
-    result. At the budget the single statement is used."""
+    """PostgreSQL writes an append's events and summaries in one statement up to a parameter
+    budget, and a statement per table past it (SQLite always the latter): same result."""
+    from sqlalchemy import event
+
     from turngate.ledger import summary
 
+    writes: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.startswith(("INSERT", "WITH")):
+            writes.append(statement.split()[0])
+
     store.append_many([d for n in range(6) for d in turn_drafts(n, thread=f"t-{n}", tenant="acme")])
-    one_turn_params = 12 + 4 + 4  # a thread row, an actor row, a stream row
-    for budget in (one_turn_params - 1, one_turn_params):
+    event.listen(store.engine, "before_cursor_execute", count)
+    one_event_params = 15 + 12 + 4 + 4  # the event, its thread, actor and stream rows
+    for budget in (one_event_params - 1, one_event_params, one_event_params + 1):
         monkeypatch.setattr(summary, "PG_ONE_STATEMENT_MAX_PARAMS", budget)
+        writes.clear()
         store.append_many(turn_drafts(budget, thread="t-9", tenant="acme", outcome="pending"))
+        one_statement = store.dialect == "postgresql" and budget >= one_event_params
+        assert writes == (["WITH"] if one_statement else ["INSERT"] * 4), budget
         assert stored(store) == recompute(store)

@@ -39,7 +39,6 @@ from sqlalchemy import (
     event,
     exists,
     func,
-    insert,
     or_,
     select,
     text,
@@ -80,7 +79,6 @@ _PG_SCHEMES = frozenset({"postgresql", "postgresql+psycopg", "postgres"})
 _WRITE_OPTION = "turngate_write"
 
 # Statements built once (compiled once, then served from SQLAlchemy's statement cache).
-_INSERT_EVENT = insert(events)
 _SELECT_LAST = select(index_column, events.c.digest).order_by(index_column.desc()).limit(1)
 _SELECT_BY_CORRELATIONS = select(events).where(events.c.correlation_id.in_(bindparam("ids", expanding=True)))
 
@@ -489,11 +487,10 @@ class LedgerStore:
             next_index += 1
             prev_digest = sealed.digest
         if new_events:
-            # executemany: one INSERT per event, so on PostgreSQL one notification per event
-            # (the notify trigger fires per statement); listeners coalesce them.
-            conn.execute(_INSERT_EVENT, [event_to_row(e) for e in new_events])
-            # the read-side summaries, in this transaction: only what was inserted counts
-            summary.record(conn, new_events)
+            # the events and the read-side summaries, in this transaction: only what was
+            # inserted counts (on PostgreSQL one statement, so one notification per append)
+            rows = [tuple(event_to_row(e)[name] for name in EVENT_COLUMNS) for e in new_events]
+            summary.write_appended(conn, rows, new_events)
         return recorded
 
     # ----------------------------------------------------------------- point reads

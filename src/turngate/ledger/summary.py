@@ -17,20 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Insert, Table, TextClause, text
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 
 from turngate.core.events import Event
-from turngate.ledger.schema import NO_TENANT, ledger_counts, thread_actors, thread_summary
+from turngate.ledger.schema import NO_TENANT, events, ledger_counts, thread_actors, thread_summary
 
-#: PostgreSQL takes at most 65,535 parameters per statement; larger appends use three statements.
+#: PostgreSQL takes at most 65,535 parameters per statement; larger appends use one per table.
 PG_ONE_STATEMENT_MAX_PARAMS = 30_000
 
 _COUNTERS = ("events", "turns", "allowed", "denied", "errors", "executed")
+#: Overwritten by a later append (the others are added up).
+_REPLACED = ("last_index", "last_at")
+_THREAD_COLUMNS = tuple(column.name for column in thread_summary.columns)
 
 
 def tenant_key(tenant_id: str | None) -> str:
@@ -69,16 +71,9 @@ class ThreadTally:
             self.executed += 1
             self.errors += isinstance(event.payload.get("error"), dict)
 
-    def row(self) -> dict[str, Any]:
-        return {
-            "tenant_key": self.tenant_key,
-            "thread_id": self.thread_id,
-            "first_index": self.first_index,
-            "first_at": self.first_at,
-            "last_index": self.last_index,
-            "last_at": self.last_at,
-            **{name: getattr(self, name) for name in _COUNTERS},
-        }
+    def values(self) -> tuple[Any, ...]:
+        """The summary row, in ``thread_summary`` column order."""
+        return tuple(getattr(self, name) for name in _THREAD_COLUMNS)
 
 
 def tally(
@@ -103,85 +98,116 @@ def tally(
     return list(threads.values()), actors, streams
 
 
-def _upsert(
-    dialect: str, table: Table, keys: Sequence[str], adds: Sequence[str], replaces: Sequence[str] = ()
-) -> Insert:
-    """INSERT ... ON CONFLICT (keys) DO UPDATE: ``adds`` summed, ``replaces`` overwritten (both
-    backends spell it the same way through their own dialect's ``insert``)."""
-    dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = dialect_insert(table)
-    updates: dict[str, Any] = {name: table.c[name] + statement.excluded[name] for name in adds}
-    updates |= {name: statement.excluded[name] for name in replaces}
-    return statement.on_conflict_do_update(index_elements=list(keys), set_=updates)
+@lru_cache(maxsize=512)
+def _insert_sql(table: Table, rows: int, mark: str) -> str:
+    """INSERT of ``rows`` rows into every column of ``table``; ``mark`` is the driver's
+    positional placeholder (``?`` sqlite3, ``%s`` psycopg)."""
+    columns = [column.name for column in table.columns]
+    one_row = "(" + ", ".join([mark] * len(columns)) + ")"
+    quoted = ", ".join(f'"{name}"' for name in columns)
+    return f"INSERT INTO {table.name} ({quoted}) VALUES {', '.join([one_row] * rows)}"
 
 
-@cache
-def _statements(dialect: str) -> tuple[Insert, Insert, Insert]:
-    """The three upserts of :func:`record`, built once per dialect."""
+@lru_cache(maxsize=512)
+def _upsert_sql(table: Table, rows: int, mark: str) -> str:
+    """:func:`_insert_sql` ... ON CONFLICT (the table's key) DO UPDATE: the counters summed, the
+    latest event's index and time overwritten (both backends spell it the same way)."""
+    keys = [column.name for column in table.primary_key.columns]
+    adds = [name for name in _COUNTERS if name in table.c]
+    updates = [f"{name} = {table.name}.{name} + excluded.{name}" for name in adds]
+    updates += [f"{name} = excluded.{name}" for name in _REPLACED if name in table.c]
     return (
-        _upsert(dialect, thread_summary, ("tenant_key", "thread_id"), _COUNTERS, ("last_index", "last_at")),
-        _upsert(dialect, thread_actors, ("tenant_key", "thread_id", "actor"), ("events",)),
-        _upsert(dialect, ledger_counts, ("tenant_key", "stream_id", "lane"), ("events",)),
+        f"{_insert_sql(table, rows, mark)} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {', '.join(updates)}"
     )
+
+
+def _mark(conn: Connection) -> str:
+    return "?" if conn.dialect.name == "sqlite" else "%s"
+
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class SummaryRows:
+    """What a run of events adds to each summary table: positional rows, table column order."""
+
+    threads: list[Row]
+    actors: list[Row]
+    counts: list[Row]
+
+    @classmethod
+    def of(cls, recorded: Iterable[Event]) -> SummaryRows:
+        threads, actors, streams = tally(recorded)
+        return cls(
+            threads=[thread.values() for thread in threads],
+            actors=[(*key, n) for key, n in actors.items()],
+            counts=[(*key, n) for key, n in streams.items()],
+        )
+
+    def by_table(self) -> tuple[tuple[Table, list[Row]], ...]:
+        return ((thread_summary, self.threads), (thread_actors, self.actors), (ledger_counts, self.counts))
+
+
+def _execute_rows(conn: Connection, sql: str, rows: Sequence[Row]) -> None:
+    """``sql`` (one row's statement) for each of ``rows``: one execute, or the driver's
+    executemany (a prepared statement reused on SQLite, one pipelined batch on psycopg)."""
+    if len(rows) == 1:
+        conn.exec_driver_sql(sql, rows[0])
+    elif rows:
+        conn.exec_driver_sql(sql, list(rows))
 
 
 def record(conn: Connection, recorded: Sequence[Event]) -> None:
     """Add ``recorded`` (the events an append just inserted, in index order) to the summaries,
-    in ``conn``'s transaction. SQLite: three statements (in-process calls); PostgreSQL: one
-    (see :func:`_pg_one_statement`), three for an append of thousands of threads."""
+    in ``conn``'s transaction: one upsert per table."""
     if not recorded:
         return
-    threads, actors, streams = tally(recorded)
-    thread_rows = [thread.row() for thread in threads]
-    actor_rows = [
-        {"tenant_key": t, "thread_id": th, "actor": a, "events": n} for (t, th, a), n in actors.items()
-    ]
-    count_rows = [
-        {"tenant_key": t, "stream_id": s, "lane": lane, "events": n} for (t, s, lane), n in streams.items()
-    ]
-    one_statement_params = sum(len(rows) * len(rows[0]) for rows in (thread_rows, actor_rows, count_rows))
-    if conn.dialect.name == "postgresql" and one_statement_params <= PG_ONE_STATEMENT_MAX_PARAMS:
+    mark = _mark(conn)
+    for table, rows in SummaryRows.of(recorded).by_table():
+        _execute_rows(conn, _upsert_sql(table, 1, mark), rows)
+
+
+def insert_events(conn: Connection, event_rows: Sequence[Row]) -> None:
+    """Only the events, no summaries (``event_rows`` positional, in ``events`` column order)."""
+    _execute_rows(conn, _insert_sql(events, 1, _mark(conn)), event_rows)
+
+
+def write_appended(conn: Connection, event_rows: Sequence[Row], recorded: Sequence[Event]) -> None:
+    """Insert an append's new events (``event_rows``: ``recorded`` as positional rows in
+    ``events`` column order) and add them to the summaries, in ``conn``'s transaction, in as
+    few statements as the backend allows.
+
+    PostgreSQL: one statement (the event insert and two upserts as data-modifying CTEs ahead of
+    the third upsert), so the summaries cost no round trip of their own; an append of thousands
+    of events or threads (past ``PG_ONE_STATEMENT_MAX_PARAMS``) takes a statement per table.
+    SQLite: a statement per table (in-process calls). Every statement is prebuilt SQL in the
+    driver's placeholders, executed as is: the toolkit would otherwise spend longer building a
+    statement's cache key than SQLite spends executing it.
+    """
+    summary_rows = SummaryRows.of(recorded)
+    parts = ((events, list(event_rows)), *summary_rows.by_table())
+    params = sum(len(rows) * len(table.columns) for table, rows in parts)
+    if conn.dialect.name == "postgresql" and params <= PG_ONE_STATEMENT_MAX_PARAMS:
         # --- PostgreSQL only -------------------------------------------------------------------
-        statement = _pg_one_statement(len(thread_rows), len(actor_rows), len(count_rows))
-        params: dict[str, Any] = {}
-        for prefix, rows in (("t", thread_rows), ("a", actor_rows), ("c", count_rows)):
-            for i, row in enumerate(rows):
-                params |= {f"{prefix}{i}_{name}": value for name, value in row.items()}
-        conn.execute(statement, params)
+        shape = tuple(len(rows) for _table, rows in parts)
+        values = tuple(value for _table, rows in parts for row in rows for value in row)
+        conn.exec_driver_sql(_pg_one_statement(*shape), values)
         return
-    upsert_thread, upsert_actor, upsert_count = _statements(conn.dialect.name)
-    conn.execute(upsert_thread, thread_rows)
-    conn.execute(upsert_actor, actor_rows)
-    conn.execute(upsert_count, count_rows)
-
-
-def _pg_upsert_sql(
-    table: Table,
-    prefix: str,
-    rows: int,
-    keys: Sequence[str],
-    adds: Sequence[str],
-    replaces: Sequence[str] = (),
-) -> str:
-    columns = [column.name for column in table.columns]
-    values = ", ".join("(" + ", ".join(f":{prefix}{i}_{name}" for name in columns) + ")" for i in range(rows))
-    updates = [f"{name} = {table.name}.{name} + excluded.{name}" for name in adds]
-    updates += [f"{name} = excluded.{name}" for name in replaces]
-    return (
-        f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES {values} "
-        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {', '.join(updates)}"
-    )
+    mark = _mark(conn)
+    _execute_rows(conn, _insert_sql(events, 1, mark), event_rows)
+    for table, rows in summary_rows.by_table():
+        _execute_rows(conn, _upsert_sql(table, 1, mark), rows)
 
 
 @lru_cache(maxsize=256)
-def _pg_one_statement(threads: int, actors: int, counts: int) -> TextClause:
-    """PostgreSQL only: the three upserts as one statement (the first two as data-modifying
-    CTEs), so the summaries cost one round trip per append. Each table is touched once and no
-    key repeats within a VALUES list (``tally`` sums per key), as such a statement requires.
-    Built once per shape (one event per append is the common one)."""
-    by_thread = _pg_upsert_sql(
-        thread_summary, "t", threads, ("tenant_key", "thread_id"), _COUNTERS, ("last_index", "last_at")
+def _pg_one_statement(new_events: int, threads: int, actors: int, counts: int) -> str:
+    """PostgreSQL only: the event insert and the three upserts as one statement. Each table is
+    touched once and no key repeats within a VALUES list (``tally`` sums per key), as such a
+    statement requires. Built once per shape (one event per append is the common one)."""
+    return (
+        f"WITH new_events AS ({_insert_sql(events, new_events, '%s')}), "
+        f"summary_threads AS ({_upsert_sql(thread_summary, threads, '%s')}), "
+        f"summary_actors AS ({_upsert_sql(thread_actors, actors, '%s')}) "
+        f"{_upsert_sql(ledger_counts, counts, '%s')}"
     )
-    by_actor = _pg_upsert_sql(thread_actors, "a", actors, ("tenant_key", "thread_id", "actor"), ("events",))
-    by_count = _pg_upsert_sql(ledger_counts, "c", counts, ("tenant_key", "stream_id", "lane"), ("events",))
-    return text(f"WITH summary_threads AS ({by_thread}), summary_actors AS ({by_actor}) {by_count}")

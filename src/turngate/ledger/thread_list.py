@@ -13,17 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, func, literal, or_, select
+from sqlalchemy import CTE, ColumnElement, Select, Subquery, and_, exists, func, or_, select, union_all
 from sqlalchemy.engine import Connection
 
-from turngate.ledger.schema import thread_actors, thread_summary
+from turngate.ledger.schema import ledger_counts, thread_actors, thread_summary
 from turngate.ledger.summary import tenant_key
 
 #: Actors named per thread (``actor_count`` says how many there are).
 ACTORS_SHOWN = 8
 #: Matches counted at most; more: ``total`` is this and ``total_exact`` False.
 COUNT_CAP = 1_000
+#: An unscoped caller's list merges the tenants' ranges up to this many tenants; past it, it
+#: reads the summary as one (every row, then the newest first).
+MERGED_TENANTS_MAX = 64
 DECISION_FILTERS = ("ALLOW", "DENY", "error", "pending")
 
 
@@ -102,31 +106,99 @@ def list_threads(
 ) -> ThreadPage:
     """One page of threads, most recently active first (see the module doc)."""
     conditions = _conditions(wanted)
+    tenants = _tenant_keys(conn, wanted)
     s = thread_summary.c
-    seek = [s.last_index < before] if before is not None else []
-    page_query = (
-        select(thread_summary)
-        .where(*conditions, *seek)
-        .order_by(s.last_index.desc())
-        .offset(offset)
-        .limit(limit)
+    # One statement: the newest COUNT_CAP + 1 matches give the count and (nearly always) the
+    # page, so the matching index entries are read once (a thread-id search reads each entry
+    # of the summary once, not once to count and once more to page).
+    newest = _newest(tenants, conditions, [], 0, COUNT_CAP + 1).cte("newest")
+    seek = [newest.c.last_index < before] if before is not None else []
+    page = select(newest).where(*seek).order_by(newest.c.last_index.desc()).offset(offset).limit(limit)
+    found = (
+        conn.execute(_with_rows(page.subquery(), select(func.count()).select_from(newest))).mappings().all()
     )
-    matches = (
-        select(literal(1)).select_from(thread_summary).where(*conditions).limit(COUNT_CAP + 1).subquery()
-    )
-    counted = int(conn.execute(select(func.count()).select_from(matches)).scalar_one())
+    matched = int(found[0]["matched"]) if found else _count(conn, newest)
+    if matched > COUNT_CAP and (before is not None or offset + limit > matched):
+        # a page beyond the newest matches: seek to it
+        seek = [s.last_index < before] if before is not None else []
+        found = (
+            conn.execute(_with_rows(_newest(tenants, conditions, seek, offset, limit).subquery()))
+            .mappings()
+            .all()
+        )
     rows = [
         ThreadRow(
             tenant_id=None if not row["tenant_key"] else str(row["tenant_key"]),
             **{name: row[name] for name in ThreadRow.__dataclass_fields__ if name not in _NOT_COLUMNS},
         )
-        for row in conn.execute(page_query).mappings()
+        for row in found
     ]
     _add_actors(conn, rows)
     next_before = rows[-1].last_index if len(rows) == limit else None
     return ThreadPage(
-        total=min(counted, COUNT_CAP), total_exact=counted <= COUNT_CAP, threads=rows, next_before=next_before
+        total=min(matched, COUNT_CAP), total_exact=matched <= COUNT_CAP, threads=rows, next_before=next_before
     )
+
+
+def _with_rows(keys: Subquery, count: Select[Any] | None = None) -> Select[Any]:
+    """The summary rows of ``keys`` (primary-key lookups), most recently active first; with
+    ``count``'s answer as ``matched`` on every row."""
+    s = thread_summary.c
+    columns = [count.scalar_subquery().label("matched")] if count is not None else []
+    return (
+        select(*columns, thread_summary)
+        .join_from(
+            thread_summary, keys, and_(s.tenant_key == keys.c.tenant_key, s.thread_id == keys.c.thread_id)
+        )
+        .order_by(s.last_index.desc())
+    )
+
+
+def _count(conn: Connection, newest: CTE) -> int:
+    """The number of matches (up to COUNT_CAP + 1) when the page itself is empty."""
+    return int(conn.execute(select(func.count()).select_from(newest)).scalar_one())
+
+
+def _tenant_keys(conn: Connection, wanted: ThreadFilter) -> list[str] | None:
+    """The tenant keys to walk: the caller's; for an unscoped caller every tenant's (the stream
+    counts hold each tenant key that has an event, in a handful of rows), or None (walk the
+    summary as one) when there are more than ``MERGED_TENANTS_MAX``."""
+    if wanted.tenant_id is not None:
+        return [tenant_key(wanted.tenant_id)]
+    keys = list(conn.execute(select(ledger_counts.c.tenant_key).distinct()).scalars())
+    return keys if len(keys) <= MERGED_TENANTS_MAX else None
+
+
+def _newest(
+    tenants: list[str] | None,
+    conditions: list[ColumnElement[bool]],
+    seek: list[ColumnElement[bool]],
+    offset: int,
+    limit: int,
+) -> Select[Any]:
+    """Keys of matching summary rows, most recently active first, ``offset`` / ``limit``.
+
+    Each tenant's rows are a range of the (tenant_key, last_index) index read backwards; for
+    several tenants the ranges are merged (each contributes at most ``offset + limit``)."""
+    s = thread_summary.c
+
+    def walk(extra: list[ColumnElement[bool]], skip: int, take: int) -> Select[Any]:
+        return (
+            select(s.tenant_key, s.thread_id, s.last_index)
+            .where(*extra, *conditions, *seek)
+            .order_by(s.last_index.desc())
+            .offset(skip)
+            .limit(take)
+        )
+
+    if tenants is None:
+        return walk([], offset, limit)
+    if len(tenants) == 1:
+        return walk([s.tenant_key == tenants[0]], offset, limit)
+    merged = union_all(
+        *(select(walk([s.tenant_key == key], 0, offset + limit).subquery()) for key in tenants)
+    ).subquery()
+    return select(merged).order_by(merged.c.last_index.desc()).offset(offset).limit(limit)
 
 
 _NOT_COLUMNS = frozenset({"tenant_id", "actors", "actor_count"})

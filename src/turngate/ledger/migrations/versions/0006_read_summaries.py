@@ -31,11 +31,31 @@ depends_on: str | Sequence[str] | None = None
 IndexType = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
-def _json_tests(dialect: str) -> tuple[str, str]:
-    """SQL for "the payload's decision" and "the payload's error is an object"."""
+#: ``verdicts`` packs two counts into one sum: ALLOWs + DENYs * VERDICT_SHIFT (so the payload of
+#: each DECISION is parsed once, not once per count; a thread has fewer than 2**32 events).
+VERDICT_SHIFT = 2**32
+
+
+def _payload_sql(dialect: str) -> tuple[str, str, str]:
+    """SQL for "the payload's decision", "the payload's error is an object" and the integer
+    quotient of ``verdicts`` by VERDICT_SHIFT.
+
+    The error test first looks for ``"error":{`` in the text: the payload is canonical JSON (no
+    whitespace), so an error object always contains it, and most EXECUTIONs are then never
+    parsed. PostgreSQL reads the payload as ``json`` (a validating scan), not ``jsonb`` (a scan
+    that also builds a binary copy): about half the time on the same ledger.
+    """
     if dialect == "postgresql":
-        return "(payload::jsonb ->> 'decision')", "jsonb_typeof(payload::jsonb -> 'error') = 'object'"
-    return "json_extract(payload, '$.decision')", "json_type(payload, '$.error') = 'object'"
+        return (
+            "(payload::json ->> 'decision')",
+            "strpos(payload, '\"error\":{') > 0 AND json_typeof(payload::json -> 'error') = 'object'",
+            f"div(verdicts, {VERDICT_SHIFT})",
+        )
+    return (
+        "json_extract(payload, '$.decision')",
+        "instr(payload, '\"error\":{') > 0 AND json_type(payload, '$.error') = 'object'",
+        f"verdicts / {VERDICT_SHIFT}",
+    )
 
 
 def upgrade() -> None:
@@ -80,17 +100,21 @@ def upgrade() -> None:
 
 
 def _backfill(dialect: str) -> None:
-    decision, error_is_object = _json_tests(dialect)
+    decision, error_is_object, denied = _payload_sql(dialect)
+    if dialect == "postgresql":
+        # --- PostgreSQL only: group in memory (the default 4 MB spills the grouping of a large
+        # ledger to disk); for this transaction only
+        op.execute("SET LOCAL work_mem = '256MB'")
     tenant = "coalesce(tenant_id, '')"
     op.execute(
         "INSERT INTO thread_summary (tenant_key, thread_id, events, turns, allowed, denied, errors, "
         "executed, first_index, last_index, first_at, last_at) "
-        "SELECT g.tenant_key, g.thread_id, g.events, g.turns, g.allowed, g.denied, g.errors, g.executed, "
-        "g.first_index, g.last_index, f.created_at, l.created_at FROM ("
+        f"SELECT g.tenant_key, g.thread_id, g.events, g.turns, g.verdicts % {VERDICT_SHIFT}, {denied}, "
+        "g.errors, g.executed, g.first_index, g.last_index, f.created_at, l.created_at FROM ("
         f"SELECT {tenant} AS tenant_key, thread_id, count(*) AS events, "
         "sum(CASE WHEN kind = 'INTENT' THEN 1 ELSE 0 END) AS turns, "
-        f"sum(CASE WHEN kind = 'DECISION' AND {decision} = 'ALLOW' THEN 1 ELSE 0 END) AS allowed, "
-        f"sum(CASE WHEN kind = 'DECISION' AND {decision} = 'DENY' THEN 1 ELSE 0 END) AS denied, "
+        f"sum(CASE WHEN kind = 'DECISION' THEN CASE {decision} WHEN 'ALLOW' THEN 1 "
+        f"WHEN 'DENY' THEN {VERDICT_SHIFT} ELSE 0 END ELSE 0 END) AS verdicts, "
         f"sum(CASE WHEN kind = 'EXECUTION' AND {error_is_object} THEN 1 ELSE 0 END) AS errors, "
         "sum(CASE WHEN kind = 'EXECUTION' THEN 1 ELSE 0 END) AS executed, "
         'min("index") AS first_index, max("index") AS last_index '
