@@ -10,11 +10,15 @@ from typing import Any
 
 import pytest
 
+from turngate.core.model_aliases import (
+    SpendError,
+    parse_models,
+    split_candidate,
+)
 from turngate.core.spend import (
     BudgetCheck,
     BudgetRecord,
     Spend,
-    SpendError,
     SpendRow,
     SpendSnapshot,
     budget_denial,
@@ -23,10 +27,8 @@ from turngate.core.spend import (
     cost_micros,
     count_spend,
     effective_budgets,
-    parse_models,
     plan_spend,
     recheck_plan,
-    split_candidate,
 )
 from turngate.spend.models_file import load_models_file
 

@@ -21,7 +21,9 @@ from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, EventKind
 from turngate.core.model_resolution import ProviderCatalog
 from turngate.core.prompt_layers import PromptError
-from turngate.core.spend import key_of
+from turngate.core.spend import (
+    key_of,
+)
 from turngate.ledger import LedgerConflictError, LedgerStore
 from turngate.ledger.budgets import spend_snapshot
 from turngate.prompts.pins import PromptPins

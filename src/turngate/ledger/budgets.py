@@ -16,13 +16,15 @@ from typing import Any
 
 from sqlalchemy import Connection, func, insert, select
 
-from turngate.core.spend import (
+from turngate.core.model_aliases import (
     MICROS,
+    SpendError,
+)
+from turngate.core.spend import (
     PERIODS,
     BudgetCheck,
     BudgetRecord,
     Spend,
-    SpendError,
     SpendRow,
     SpendSnapshot,
     budget_window,

@@ -7,7 +7,9 @@ import json
 import sys
 from typing import Any
 
-from turngate.core.spend import SpendError
+from turngate.core.model_aliases import (
+    SpendError,
+)
 from turngate.ledger import LedgerStore
 from turngate.ledger.budgets import BudgetStore, parse_cost
 from turngate.settings import load_settings

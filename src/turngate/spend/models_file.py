@@ -10,7 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from turngate.core.spend import ModelsConfig, SpendError, parse_models
+from turngate.core.model_aliases import (
+    ModelsConfig,
+    SpendError,
+    parse_models,
+)
 
 
 def load_models_file(path: Path | str | None) -> ModelsConfig | None:

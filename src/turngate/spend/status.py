@@ -9,7 +9,13 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from turngate.core.spend import MICROS, budget_window, effective_budgets
+from turngate.core.model_aliases import (
+    MICROS,
+)
+from turngate.core.spend import (
+    budget_window,
+    effective_budgets,
+)
 from turngate.ledger import LedgerStore
 from turngate.ledger.budgets import BudgetStore, recount
 from turngate.ledger.schema import events

@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import SearchAttributeKey
 
 from turngate.core.events import Event, EventDraft, IntentEnvelope
-from turngate.core.spend import SpendSnapshot
+from turngate.core.spend import (
+    SpendSnapshot,
+)
 from turngate.core.system_prompt import PromptContext
 
 # Search attributes that make turns findable in the Temporal UI (registered by the worker).

@@ -16,6 +16,10 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from turngate.core.decision import DecisionOutcome
     from turngate.core.events import IntentEnvelope
+    from turngate.core.model_aliases import (
+        ModelsConfig,
+        split_candidate,
+    )
     from turngate.core.model_resolution import (
         PROVIDER_MISSING_CREDENTIALS,
         PROVIDER_UNKNOWN,
@@ -26,13 +30,11 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.payloads import ExecutionPayload
     from turngate.core.spend import (
         REASON_BUDGET_EXCEEDED,
-        ModelsConfig,
         SpendPlan,
         budget_denial,
         cost_micros,
         key_of,
         plan_spend,
-        split_candidate,
     )
     from turngate.workflows.shared import BeginTurnResult, Boundary, ProviderCallInput, ProviderCallResult
 

@@ -17,9 +17,12 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, select
 
 from turngate.core.events import Event
+from turngate.core.model_aliases import (
+    SpendError,
+    split_candidate,
+)
 from turngate.core.spend import (
     BudgetRecord,
-    SpendError,
     SpendPlan,
     budget_denial,
     budget_window,
@@ -27,7 +30,6 @@ from turngate.core.spend import (
     key_of,
     parse_iso,
     recheck_plan,
-    split_candidate,
 )
 from turngate.ledger.budgets import recount
 from turngate.ledger.schema import budgets, events
