@@ -14,6 +14,10 @@ Every method is synchronous: the store is called from sync Temporal activities (
 or through :func:`aput` / :func:`aget`, which run it in a thread. Backend failures surface as
 :class:`ArtifactUnavailableError` (the turn workflow stops with ``SYSTEM_ERROR``), absent
 artifacts as :class:`ArtifactNotFoundError`.
+
+Past 500 lines on purpose: the contract, its errors and paths, and the logic every backend
+shares (put, get, check, gc) are one unit a new backend reads as a whole; the backends
+themselves live in their own modules.
 """
 
 from __future__ import annotations
