@@ -50,7 +50,10 @@ from bench.stack import start_turngate
 from bench.verify import build_ledger
 from turngate.core.events import EventDraft, EventKind
 from turngate.ledger import LedgerStore, summary
-from turngate.ledger.store import migrate, migration_lock
+from turngate.ledger.engine import (
+    migrate,
+    migration_lock,
+)
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_PG_PREFIX = "turngate_bench_reads"

@@ -17,7 +17,9 @@ from tests.ledger import postgres
 from turngate.audit import verify_all
 from turngate.audit.replay import replay_turn
 from turngate.ledger import LedgerStore
-from turngate.ledger.store import normalize_url
+from turngate.ledger.engine import (
+    normalize_url,
+)
 
 
 @pytest.fixture(scope="module")

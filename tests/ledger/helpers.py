@@ -15,7 +15,9 @@ from sqlalchemy.pool import NullPool
 
 from turngate.core.events import EventDraft, EventKind
 from turngate.ledger import LedgerStore
-from turngate.ledger.store import normalize_url
+from turngate.ledger.engine import (
+    normalize_url,
+)
 
 
 def draft(

@@ -36,7 +36,9 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.engine import URL, make_url
 
-from turngate.ledger.store import normalize_url
+from turngate.ledger.engine import (
+    normalize_url,
+)
 
 ENV_URL = "TURNGATE_TEST_POSTGRES_URL"
 ENV_BIN = "TURNGATE_TEST_POSTGRES_BIN"

@@ -10,8 +10,10 @@ from sqlalchemy import select
 from tests.ledger.helpers import draft
 from turngate.core.events import Event, EventDraft, EventKind
 from turngate.ledger import LedgerStore
+from turngate.ledger.rows import (
+    event_from_row,
+)
 from turngate.ledger.schema import events, index_column, ledger_counts, thread_actors, thread_summary
-from turngate.ledger.store import event_from_row
 
 
 def all_events(store: LedgerStore) -> list[Event]:

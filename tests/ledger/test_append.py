@@ -19,7 +19,10 @@ from turngate.ledger import (
     LedgerUnavailableError,
     verify_ledger,
 )
-from turngate.ledger.store import PG_WRITE_LOCK_KEY, normalize_url
+from turngate.ledger.engine import (
+    PG_WRITE_LOCK_KEY,
+    normalize_url,
+)
 
 
 def test_first_event_has_index_zero_and_no_prev(store: LedgerStore) -> None:

@@ -14,8 +14,10 @@ import pytest
 from tests.ledger.helpers import RawDb, append_worker, draft, process_context
 from tests.ledger.postgres import admin_connection
 from turngate.ledger import NOTIFY_CHANNEL, LedgerError, LedgerStore, LedgerUnavailableError
+from turngate.ledger.engine import (
+    normalize_url,
+)
 from turngate.ledger.listen import PollingChangeListener, PostgresChangeListener
-from turngate.ledger.store import normalize_url
 
 WAKE_BUDGET_S = 0.05
 

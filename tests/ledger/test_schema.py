@@ -16,8 +16,11 @@ from sqlalchemy import exc, inspect, text
 from tests.ledger.helpers import RawDb, draft, raw, sqlite_url
 from tests.ledger.postgres import PostgresServer, admin_connection
 from turngate.ledger import LedgerStore, LedgerUnavailableError, verify_ledger
+from turngate.ledger.engine import (
+    MIGRATIONS_DIR,
+    normalize_url,
+)
 from turngate.ledger.schema import metadata
-from turngate.ledger.store import MIGRATIONS_DIR, normalize_url
 
 
 def _head_revision() -> str:

@@ -17,7 +17,10 @@ from tests.ledger.helpers import draft
 from tests.ledger.summaries import mixed_ledger, recompute, stored, turn_drafts
 from turngate.core.events import EventKind
 from turngate.ledger import LedgerConflictError, LedgerStore
-from turngate.ledger.store import migrate, migration_lock
+from turngate.ledger.engine import (
+    migrate,
+    migration_lock,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -28,8 +28,10 @@ from sqlalchemy import insert
 
 from turngate.core.events import Event
 from turngate.ledger import LedgerStore
+from turngate.ledger.rows import (
+    event_to_row,
+)
 from turngate.ledger.schema import events as events_table
-from turngate.ledger.store import event_to_row
 
 INSERT_BATCH = 1000
 

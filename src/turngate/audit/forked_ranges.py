@@ -29,8 +29,13 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.engine import Connection as DbConnection
 
 from turngate.ledger.chain_check import Claim
+from turngate.ledger.engine import (
+    is_sqlite_memory,
+)
 from turngate.ledger.schema import index_column
-from turngate.ledger.store import LedgerStore, is_sqlite_memory
+from turngate.ledger.store import (
+    LedgerStore,
+)
 
 T = TypeVar("T")
 U = TypeVar("U")

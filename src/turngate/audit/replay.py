@@ -35,8 +35,10 @@ from turngate.core.model_resolution import MODEL_UNAVAILABLE, PROVIDER_MISSING_C
 from turngate.core.pointers import server_pointers
 from turngate.core.policy import LoadedPolicy, PolicyLoadError, load_policy
 from turngate.ledger import LedgerStore
+from turngate.ledger.rows import (
+    event_from_row,
+)
 from turngate.ledger.schema import events, index_column
-from turngate.ledger.store import event_from_row
 from turngate.workflows.turn import TurnWorkflow
 
 CheckStatus = Literal["pass", "fail", "skip"]

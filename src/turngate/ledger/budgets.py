@@ -33,8 +33,13 @@ from turngate.core.spend import (
     iso,
     parse_iso,
 )
+from turngate.ledger.rows import (
+    utc_now_iso,
+)
 from turngate.ledger.schema import budgets, events
-from turngate.ledger.store import LedgerStore, utc_now_iso
+from turngate.ledger.store import (
+    LedgerStore,
+)
 
 _SPEND_KINDS = ("DECISION", "EXECUTION")
 

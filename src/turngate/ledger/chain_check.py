@@ -21,7 +21,9 @@ from sqlalchemy.engine import Connection
 
 from turngate.ledger.row_digest import RowDigester, UnreadableRow
 from turngate.ledger.schema import events, index_column
-from turngate.ledger.store import LedgerStore
+from turngate.ledger.store import (
+    LedgerStore,
+)
 
 DEFAULT_BATCH_SIZE = 1000
 

@@ -18,39 +18,36 @@ of appends (LISTEN/NOTIFY on PostgreSQL, a cheap poll on SQLite).
 
 from __future__ import annotations
 
-import json
 import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import (
     ColumnElement,
     Engine,
     Select,
     bindparam,
-    create_engine,
-    event,
     exists,
     func,
     or_,
     select,
-    text,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import URL, Connection, RowMapping, make_url
-from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+from sqlalchemy.engine import Connection, RowMapping
 
-from turngate.core.canonical import canonical_bytes
-from turngate.core.events import Event, EventDraft, event_digest_scope, seal
+from turngate.core.events import Event, EventDraft, seal
 from turngate.ledger import summary, thread_list
+from turngate.ledger.engine import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    create_ledger_engine,
+    is_sqlite_memory,
+    migrate,
+    migration_lock,
+    normalize_url,
+    postgres_connect_args,
+    unavailable_on_db_errors,
+)
 from turngate.ledger.errors import LedgerConflictError, LedgerError, LedgerUnavailableError
 from turngate.ledger.listen import (
     DEFAULT_POLL_INTERVAL_S,
@@ -60,274 +57,23 @@ from turngate.ledger.listen import (
     PostgresChangeListener,
 )
 from turngate.ledger.ref_candidates import choose_ref_candidates, turn_elsewhere_statement
+from turngate.ledger.rows import (
+    RowKeys,
+    cap_page,
+    event_from_row,
+    event_to_row,
+    identity_bytes,
+    in_chunks,
+    tenant_filter,
+    utc_now_iso,
+)
 from turngate.ledger.schema import EVENT_COLUMNS, events, index_column, ledger_counts
 from turngate.ledger.thread_list import ThreadFilter, ThreadPage
 from turngate.ledger.turn_page import TurnPage, read_turn_page
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-DEFAULT_BUSY_TIMEOUT_MS = 30_000
-MAX_PAGE = 2000
-#: Ref ids / indexes per ``IN (...)`` list (well under every backend's bind-parameter limit).
-IN_CHUNK = 500
-#: Key of the PostgreSQL advisory lock that serializes ledger writers and migrations.
-PG_WRITE_LOCK_KEY = 0x7475726E67617465 & 0x7FFFFFFFFFFFFFFF  # "turngate"
-#: Seconds to wait for a PostgreSQL connection before the ledger is reported unavailable.
-PG_CONNECT_TIMEOUT_S = 10
-#: URL schemes that mean PostgreSQL through psycopg 3 (the only PostgreSQL driver installed).
-_PG_SCHEMES = frozenset({"postgresql", "postgresql+psycopg", "postgres"})
-
-_WRITE_OPTION = "turngate_write"
-
 # Statements built once (compiled once, then served from SQLAlchemy's statement cache).
 _SELECT_LAST = select(index_column, events.c.digest).order_by(index_column.desc()).limit(1)
 _SELECT_BY_CORRELATIONS = select(events).where(events.c.correlation_id.in_(bindparam("ids", expanding=True)))
-
-
-# --------------------------------------------------------------------------- engine
-
-
-def _sqlite_on_connect(busy_timeout_ms: int, memory: bool) -> Any:
-    """SQLite only: connection pragmas, and hand BEGIN over to :func:`_sqlite_on_begin`."""
-
-    def on_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
-        # The sqlite3 driver's legacy transaction control does not BEGIN before SELECT or DDL;
-        # switch it off and emit BEGIN ourselves (SQLAlchemy's documented recipe).
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            cursor.execute("PRAGMA foreign_keys = ON")
-            if not memory:
-                _enable_wal(cursor, busy_timeout_ms)
-            # FULL: a commit is fsynced before it is acknowledged (in WAL mode NORMAL could
-            # lose the last commits on power loss).
-            cursor.execute("PRAGMA synchronous = FULL")
-        finally:
-            cursor.close()
-
-    return on_connect
-
-
-def _enable_wal(cursor: Any, busy_timeout_ms: int) -> None:
-    """SQLite only: switch the database file to WAL (persistent; a no-op once it is WAL)."""
-    deadline = time.monotonic() + busy_timeout_ms / 1000
-    while True:
-        cursor.execute("PRAGMA journal_mode")
-        if str(cursor.fetchone()[0]).lower() == "wal":
-            return
-        try:
-            cursor.execute("PRAGMA journal_mode = WAL")
-            if str(cursor.fetchone()[0]).lower() == "wal":
-                return
-        except Exception as exc:  # sqlite3.OperationalError: database is locked
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            raise LedgerUnavailableError("could not switch the SQLite ledger to WAL mode")
-        time.sleep(0.01)
-
-
-def _sqlite_on_begin(conn: Connection) -> None:
-    """SQLite only: writers take the write lock up front, readers get a snapshot."""
-    mode = "IMMEDIATE" if conn.get_execution_options().get(_WRITE_OPTION) else "DEFERRED"
-    conn.exec_driver_sql(f"BEGIN {mode}")
-
-
-def normalize_url(url: str | URL) -> URL:
-    """The ledger URL as SQLAlchemy will open it; unsupported backends and drivers are refused.
-
-    ``postgresql://`` and ``postgres://`` mean psycopg 3 (``postgresql+psycopg://``).
-    """
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        if parsed.get_driver_name() != "pysqlite":
-            raise LedgerError(f"unsupported SQLite driver {parsed.get_driver_name()!r}; use sqlite://")
-        return parsed
-    if parsed.drivername in _PG_SCHEMES:
-        return parsed.set(drivername="postgresql+psycopg")
-    if parsed.get_backend_name() == "postgresql":
-        raise LedgerError(
-            f"unsupported PostgreSQL driver {parsed.get_driver_name()!r}; use postgresql+psycopg://"
-        )
-    raise LedgerError(
-        f"unsupported ledger backend {parsed.get_backend_name()!r}; use sqlite:// or postgresql+psycopg://"
-    )
-
-
-def is_sqlite_memory(url: str | URL) -> bool:
-    parsed = make_url(url)
-    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
-
-
-def postgres_connect_args(url: URL, *, busy_timeout_ms: int) -> dict[str, Any]:
-    """PostgreSQL only: psycopg connection parameters added to the ones in the URL.
-
-    ``lock_timeout`` plays the role of SQLite's ``busy_timeout``: a writer that cannot get the
-    ledger's write lock (or a table lock) in time fails with :class:`LedgerUnavailableError`.
-    Settings already in the URL (``?connect_timeout=``, ``?application_name=``, an ``options``
-    that sets ``lock_timeout``) win.
-    """
-    query = {key: value if isinstance(value, str) else value[-1] for key, value in url.query.items()}
-    args: dict[str, Any] = {}
-    options = query.get("options", "")
-    if "lock_timeout" not in options:
-        args["options"] = f"{options} -c lock_timeout={int(busy_timeout_ms)}".strip()
-    if "connect_timeout" not in query:
-        args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
-    if "application_name" not in query:
-        args["application_name"] = "turngate-ledger"
-    return args
-
-
-def create_ledger_engine(url: str | URL, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
-    """An engine configured for the ledger (pragmas and BEGIN handling on SQLite)."""
-    parsed = normalize_url(url)
-    if parsed.get_backend_name() == "postgresql":
-        # --- PostgreSQL only ---------------------------------------------------------------
-        # READ COMMITTED (the default) for writers; readers ask for REPEATABLE READ per
-        # connection (LedgerStore._read_engine).
-        return create_engine(
-            parsed,
-            pool_pre_ping=True,
-            connect_args=postgres_connect_args(parsed, busy_timeout_ms=busy_timeout_ms),
-        )
-    # --- SQLite only ---------------------------------------------------------------------
-    memory = is_sqlite_memory(parsed)
-    if memory:
-        engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})
-    else:
-        database = parsed.database or ""
-        if not database.startswith("file:"):
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        # Connections are cheap; many API/activity threads read at once (writers queue on the
-        # process-local lock and hold one connection).
-        engine = create_engine(
-            parsed,
-            pool_size=8,
-            max_overflow=32,
-            connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
-        )
-    event.listen(engine, "connect", _sqlite_on_connect(busy_timeout_ms, memory))
-    event.listen(engine, "begin", _sqlite_on_begin)
-    return engine
-
-
-@contextmanager
-def migration_lock(conn: Connection) -> Iterator[Connection]:
-    """Run the body in a transaction that holds the ledger's write lock (see module doc)."""
-    conn.execution_options(**{_WRITE_OPTION: True})
-    with conn.begin():
-        if conn.dialect.name == "postgresql":
-            # --- PostgreSQL only: one writer/migrator at a time, released at commit -------
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_WRITE_LOCK_KEY})
-        yield conn
-
-
-def migrate(conn: Connection, revision: str = "head", *, downgrade: bool = False) -> None:
-    """Upgrade (or downgrade) the ledger schema to ``revision`` inside ``conn``'s (locked)
-    transaction. Downgrades are for tools and tests (a migration's backfill on an old ledger)."""
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
-    config.attributes["connection"] = conn
-    (command.downgrade if downgrade else command.upgrade)(config, revision)
-
-
-@contextmanager
-def _unavailable_on_db_errors(action: str) -> Iterator[None]:
-    """Translate "the database is not usable right now" into :class:`LedgerUnavailableError`.
-
-    Locked / unreachable / unopenable / not-a-database errors and pool timeouts qualify;
-    constraint violations and SQL errors (bugs) pass through unchanged.
-    """
-    try:
-        yield
-    except (
-        sa_exc.IntegrityError,
-        sa_exc.ProgrammingError,
-        sa_exc.DataError,
-        sa_exc.NotSupportedError,
-    ):
-        raise
-    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.DatabaseError) as exc:
-        raise LedgerUnavailableError(f"ledger {action} failed: {exc.orig}") from exc
-    except sa_exc.TimeoutError as exc:
-        raise LedgerUnavailableError(f"ledger {action} failed: {exc}") from exc
-
-
-#: For modules that read the ledger's database through its engine (API key lookup): the same
-#: translation, so an outage reads as :class:`LedgerUnavailableError` everywhere.
-unavailable_on_db_errors = _unavailable_on_db_errors
-
-
-# --------------------------------------------------------------------------- rows <-> events
-
-
-def utc_now_iso() -> str:
-    """Observational timestamp: ISO-8601, UTC, microseconds, ``Z`` suffix."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def event_to_row(event: Event) -> dict[str, Any]:
-    return {
-        "index": event.index,
-        "kind": str(event.kind),
-        "thread_id": event.thread_id,
-        "turn_id": event.turn_id,
-        "parent_turn_id": event.parent_turn_id,
-        "correlation_id": event.correlation_id,
-        "stream_id": event.stream_id,
-        "lane": event.lane,
-        "actor": event.actor,
-        "intent_type": event.intent_type,
-        "payload": canonical_bytes(event.payload).decode("utf-8"),
-        "digest": event.digest,
-        "prev_event_digest": event.prev_event_digest,
-        "created_at": event.created_at or utc_now_iso(),
-        "tenant_id": event.tenant_id,
-    }
-
-
-def event_from_row(row: Mapping[str, Any] | RowMapping) -> Event:
-    values = {name: row[name] for name in EVENT_COLUMNS}
-    values["payload"] = json.loads(values["payload"])
-    return Event.model_validate(values)
-
-
-def _identity_bytes(draft: EventDraft) -> bytes:
-    """What must match for an append to be a retry of an existing event."""
-    return canonical_bytes(event_digest_scope(draft, 0, None))
-
-
-def _chunks(values: Sequence[Any], size: int = IN_CHUNK) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
-
-
-@dataclass(frozen=True, slots=True)
-class _RowKeys:
-    """A fetched row and the columns the candidate rules look at."""
-
-    index: int
-    thread_id: str
-    correlation_id: str
-    turn_id: str
-    digest: str
-    row: Mapping[str, Any]
-
-    @classmethod
-    def of(cls, row: Mapping[str, Any]) -> _RowKeys:
-        return cls(
-            int(row["index"]), row["thread_id"], row["correlation_id"], row["turn_id"], row["digest"], row
-        )
-
-
-def _tenant_filter(tenant_id: str | None) -> list[ColumnElement[bool]]:
-    """Only ``tenant_id``'s events; no condition when None (an unscoped caller)."""
-    return [] if tenant_id is None else [events.c.tenant_id == tenant_id]
-
-
-def _cap(limit: int) -> int:
-    return max(0, min(int(limit), MAX_PAGE))
 
 
 # --------------------------------------------------------------------------- the store
@@ -348,7 +94,7 @@ class LedgerStore:
         self._marker_lock = threading.Lock()
         self._marker_conn: Any = None
         self._closed = False
-        with _unavailable_on_db_errors(f"open of {self.url}"):
+        with unavailable_on_db_errors(f"open of {self.url}"):
             self._engine = create_ledger_engine(parsed, busy_timeout_ms=busy_timeout_ms)
             self._read_engine = self._engine
             if self._engine.dialect.name == "postgresql":
@@ -403,7 +149,7 @@ class LedgerStore:
         self._check_open()
         with (
             self._maybe_shared(),
-            _unavailable_on_db_errors(action),
+            unavailable_on_db_errors(action),
             self._read_engine.connect() as conn,
             conn.begin(),
         ):
@@ -415,7 +161,7 @@ class LedgerStore:
         with (
             self._write_lock,
             self._maybe_shared(),
-            _unavailable_on_db_errors(action),
+            unavailable_on_db_errors(action),
             self._engine.connect() as conn,
             migration_lock(conn),
         ):
@@ -462,7 +208,7 @@ class LedgerStore:
     def _append_locked(self, conn: Connection, drafts: Sequence[EventDraft]) -> list[Event]:
         wanted = {(d.correlation_id, str(d.kind)) for d in drafts}
         known: dict[tuple[str, str], Event] = {}
-        for chunk in _chunks(sorted({d.correlation_id for d in drafts})):
+        for chunk in in_chunks(sorted({d.correlation_id for d in drafts})):
             for row in conn.execute(_SELECT_BY_CORRELATIONS, {"ids": list(chunk)}).mappings():
                 key = (row["correlation_id"], row["kind"])
                 if key in wanted:
@@ -476,7 +222,7 @@ class LedgerStore:
             key = (draft.correlation_id, str(draft.kind))
             existing = known.get(key)
             if existing is not None:
-                if _identity_bytes(existing) != _identity_bytes(draft):
+                if identity_bytes(existing) != identity_bytes(draft):
                     raise LedgerConflictError(draft.correlation_id, key[1], existing.index)
                 recorded.append(existing)
                 continue
@@ -504,7 +250,7 @@ class LedgerStore:
         """Every event with this correlation_id, ordered by index (only ``tenant_id``'s when given)."""
         return self._select(
             select(events)
-            .where(events.c.correlation_id == correlation_id, *_tenant_filter(tenant_id))
+            .where(events.c.correlation_id == correlation_id, *tenant_filter(tenant_id))
             .order_by(index_column),
             "by_correlation",
         )
@@ -513,7 +259,7 @@ class LedgerStore:
         """Every event of one turn, ordered by index (only ``tenant_id``'s when given)."""
         return self._select(
             select(events)
-            .where(events.c.thread_id == thread_id, events.c.turn_id == turn_id, *_tenant_filter(tenant_id))
+            .where(events.c.thread_id == thread_id, events.c.turn_id == turn_id, *tenant_filter(tenant_id))
             .order_by(index_column),
             "turn_events",
         )
@@ -539,7 +285,7 @@ class LedgerStore:
             select(events)
             .where(events.c.thread_id == thread_id, events.c.kind == str(kind), index_column > after_index)
             .order_by(index_column)
-            .limit(_cap(limit)),
+            .limit(cap_page(limit)),
             "in_thread",
         )
 
@@ -564,9 +310,9 @@ class LedgerStore:
         if not refs:
             return []
         found: dict[int, RowMapping] = {}
-        tenant = _tenant_filter(tenant_id)
+        tenant = tenant_filter(tenant_id)
         with self._read("fetch_ref_candidates") as conn:
-            for chunk in _chunks(refs):
+            for chunk in in_chunks(refs):
                 # correlation_id and digest matches in any thread (bounded per ref).
                 for condition in (events.c.correlation_id.in_(chunk), events.c.digest.in_(chunk)):
                     for row in conn.execute(select(events).where(condition, *tenant)).mappings():
@@ -580,12 +326,12 @@ class LedgerStore:
 
             statement = turn_elsewhere_statement(in_tenant=tenant_id is not None, before=False)
 
-            def turn_elsewhere(ref: str) -> _RowKeys | None:
+            def turn_elsewhere(ref: str) -> RowKeys | None:
                 params = {"ref": ref, "thread": thread_id, "tenant": tenant_id}
                 row = conn.execute(statement, params).mappings().first()
-                return None if row is None else _RowKeys.of(row)
+                return None if row is None else RowKeys.of(row)
 
-            keys = [_RowKeys.of(row) for row in found.values()]
+            keys = [RowKeys.of(row) for row in found.values()]
             chosen = choose_ref_candidates(thread_id, refs, keys, turn_elsewhere)
         return [event_from_row(key.row) for key in chosen]
 
@@ -599,9 +345,9 @@ class LedgerStore:
             return read_turn_page(
                 conn,
                 thread_id,
-                tenant=_tenant_filter(tenant_id),
+                tenant=tenant_filter(tenant_id),
                 offset=max(0, int(offset)),
-                limit=_cap(limit),
+                limit=cap_page(limit),
                 to_event=event_from_row,
             )
 
@@ -633,7 +379,7 @@ class LedgerStore:
         if thread_id is not None:
             conditions.append(events.c.thread_id == thread_id)
         return self._select(
-            select(events).where(*conditions).order_by(index_column).limit(_cap(limit)), "of_kind"
+            select(events).where(*conditions).order_by(index_column).limit(cap_page(limit)), "of_kind"
         )
 
     # ----------------------------------------------------------------- ranges
@@ -664,7 +410,7 @@ class LedgerStore:
         conditions = self._filters(stream_id=stream_id, lanes=[lane] if lane else None, tenant_id=tenant_id)
         if thread_id is not None:
             conditions.append(events.c.thread_id == thread_id)
-        start, size = max(0, int(offset)), _cap(limit)
+        start, size = max(0, int(offset)), cap_page(limit)
         by_index = select(events).where(index_column >= start).order_by(index_column).limit(size)
         with self._read("snapshot") as conn:
             last = conn.execute(_SELECT_LAST).first()
@@ -726,7 +472,7 @@ class LedgerStore:
             select(events)
             .where(index_column > index_exclusive, *conditions)
             .order_by(index_column)
-            .limit(_cap(limit)),
+            .limit(cap_page(limit)),
             "since",
         )
 
@@ -741,7 +487,7 @@ class LedgerStore:
         """The last ``n`` matching events (a /tail backlog), ascending by index."""
         conditions = self._filters(stream_id=stream_id, lanes=lanes, tenant_id=tenant_id)
         newest_first = self._select(
-            select(events).where(*conditions).order_by(index_column.desc()).limit(_cap(n)), "last"
+            select(events).where(*conditions).order_by(index_column.desc()).limit(cap_page(n)), "last"
         )
         return newest_first[::-1]
 
@@ -749,7 +495,7 @@ class LedgerStore:
     def _filters(
         *, stream_id: str | None, lanes: Sequence[str] | None, tenant_id: str | None = None
     ) -> list[ColumnElement[bool]]:
-        conditions: list[ColumnElement[bool]] = _tenant_filter(tenant_id)
+        conditions: list[ColumnElement[bool]] = tenant_filter(tenant_id)
         if stream_id is not None:
             conditions.append(events.c.stream_id == stream_id)
         if lanes is not None:
@@ -783,7 +529,7 @@ class LedgerStore:
             return self.head()[0]
         # --- SQLite only -----------------------------------------------------------------
         driver_error = self._engine.dialect.loaded_dbapi.Error
-        with self._marker_lock, _unavailable_on_db_errors("change_marker"):
+        with self._marker_lock, unavailable_on_db_errors("change_marker"):
             if self._marker_conn is None:
                 self._marker_conn = self._engine.raw_connection()
             cursor = self._marker_conn.cursor()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import CTE, ColumnElement, Select, Subquery, and_, exists, func, or_, select, union_all
+from sqlalchemy import CTE, ColumnElement, Select, Subquery, and_, exists, false, func, or_, select, union_all
 from sqlalchemy.engine import Connection
 
 from turngate.ledger.schema import ledger_counts, thread_actors, thread_summary
@@ -193,6 +193,8 @@ def _newest(
 
     if tenants is None:
         return walk([], offset, limit)
+    if not tenants:  # a ledger with no threads yet: nothing to merge
+        return walk([false()], offset, limit)
     if len(tenants) == 1:
         return walk([s.tenant_key == tenants[0]], offset, limit)
     merged = union_all(

@@ -34,8 +34,10 @@ from turngate.core.policy import LoadedPolicy
 from turngate.core.whatif import Change, Verdict, redecide
 from turngate.ledger import LedgerStore
 from turngate.ledger.chain_check import Claim
+from turngate.ledger.rows import (
+    event_from_row,
+)
 from turngate.ledger.schema import events, index_column
-from turngate.ledger.store import event_from_row
 
 #: DECISIONs per batch (one INTENT query and three candidate key lookups each).
 BATCH_SIZE = 500

@@ -14,8 +14,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Engine, insert, select, update
 
+from turngate.ledger.engine import (
+    unavailable_on_db_errors,
+)
 from turngate.ledger.schema import api_keys
-from turngate.ledger.store import unavailable_on_db_errors
 from turngate.security.principal import ALL_TENANTS, Principal, parse_roles
 
 SECRET_PREFIX = "tgk_"

@@ -32,7 +32,9 @@ from turngate.core.client_context import (
 )
 from turngate.core.events import AdmissionError, Event
 from turngate.ledger import LedgerStore
-from turngate.ledger.store import MAX_PAGE
+from turngate.ledger.rows import (
+    MAX_PAGE,
+)
 from turngate.settings import Settings
 
 THREAD_HEADER = "X-Turngate-Thread"

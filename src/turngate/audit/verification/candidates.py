@@ -22,8 +22,10 @@ from turngate.core.events import Event
 from turngate.core.refs import ref_lookup_ids
 from turngate.ledger import LedgerStore
 from turngate.ledger.ref_candidates import choose_ref_candidates, turn_elsewhere_statement
+from turngate.ledger.rows import (
+    IN_CHUNK,
+)
 from turngate.ledger.schema import events, index_column
-from turngate.ledger.store import IN_CHUNK
 
 # Key lookups name only the looked-up column and the index: their index covers them (SQLite
 # keeps the rowid, here "index", in every index), so no row of the table is read; rows are

@@ -18,8 +18,10 @@ from sqlalchemy.engine import Connection
 from turngate.core.events import Event
 from turngate.ledger.chain_check import digest_row
 from turngate.ledger.row_digest import UnreadableRow
+from turngate.ledger.rows import (
+    IN_CHUNK,
+)
 from turngate.ledger.schema import EVENT_COLUMNS, events, index_column
-from turngate.ledger.store import IN_CHUNK
 
 #: Recently streamed events (parsed) and digests (index -> recomputed), reused as DECISION inputs.
 #: The cache starts at RECENT_EVENTS events (~8-13 KB each) and grows, up to ``cache_events``

@@ -21,8 +21,10 @@ from sqlalchemy.exc import IntegrityError
 
 from turngate.core.manifest import ArtifactPointer
 from turngate.jobs.domain.embedder_spec import EmbedderSpec
+from turngate.ledger.rows import (
+    utc_now_iso,
+)
 from turngate.ledger.schema import case_records
-from turngate.ledger.store import utc_now_iso
 
 RecordKind = Literal["chunks", "embeddings", "index"]
 

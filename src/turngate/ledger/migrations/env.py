@@ -43,7 +43,10 @@ def run_migrations_online() -> None:
         _run(connection)
         return
     # By hand: build the engine the store would build, and take the same migration lock.
-    from turngate.ledger.store import create_ledger_engine, migration_lock
+    from turngate.ledger.engine import (
+        create_ledger_engine,
+        migration_lock,
+    )
 
     url = os.environ.get("TURNGATE_LEDGER_URL") or config.get_main_option("sqlalchemy.url")
     if not url:
