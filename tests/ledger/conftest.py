@@ -84,17 +84,3 @@ def db(ledger_url: str) -> Iterator[RawDb]:
         yield raw_db
     finally:
         raw_db.close()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    status = postgres.STATUS
-    if status.skip_reason:
-        terminalreporter.write_sep("!", "ledger: PostgreSQL backend NOT TESTED", red=True, bold=True)
-        terminalreporter.write_line(status.skip_reason, red=True, bold=True)
-        terminalreporter.write_line(
-            f"point the tests at a server with {postgres.ENV_URL}=postgresql+psycopg://user:pw@host:5432/db "
-            "(the user needs CREATEDB), or install PostgreSQL (initdb, pg_ctl) for a throwaway cluster",
-            red=True,
-        )
-    elif status.description:
-        terminalreporter.write_line(f"ledger: PostgreSQL tests ran against {status.description}")
