@@ -246,8 +246,8 @@ def judge(
         else:
             error = {"code": INTENT_INVALID, "detail": str(exc), "ref_id": None}
         return Judgement(None, PolicyDecision.deny(error["code"]), error)
-    decision, error = evaluate_policy(policy, built.policy_input)
-    return Judgement(built, decision, error)
+    decision, policy_error = evaluate_policy(policy, built.policy_input)
+    return Judgement(built, decision, policy_error)
 
 
 def recompute_decision_digests(

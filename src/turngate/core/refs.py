@@ -118,10 +118,11 @@ class Resolution(_Frozen):
     dropped_refs: tuple[DroppedRef, ...] = ()
 
 
-def ref_lookup_ids(declared_refs: Sequence[DeclaredRef | Mapping[str, Any]]) -> list[str]:
+def ref_lookup_ids(declared_refs: Sequence[object]) -> list[str]:
     """Distinct ref ids in declaration order: what the ledger must fetch candidates for.
 
-    Malformed entries are skipped here (resolution reports them as ``REF_INVALID``).
+    Takes what a client declared as it came (refs, external refs, raw mappings): external and
+    malformed entries are skipped here (resolution reports the malformed ones as ``REF_INVALID``).
     """
     seen: dict[str, None] = {}
     for ref in declared_refs:

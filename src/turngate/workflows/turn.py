@@ -155,12 +155,13 @@ class TurnWorkflow:
             outcome = with_external(outcome, external)
         assembly = None
         offered: list[ToolSpec] = []
-        if outcome.allowed and outcome.resolution is not None:
+        resolution = outcome.resolution if outcome.allowed else None
+        if resolution is not None:
             budget = boundary.budget_tokens if system is None or system.trim_history else 10**12
             estimator = loaded_estimator(boundary.token_estimator)  # resolved at worker start
             if prompts is not None and system is not None:
                 offered = offered_tools(
-                    prompts.tools_for(prompts.profiles[system.profile]), exchange_count(outcome.resolution)
+                    prompts.tools_for(prompts.profiles[system.profile]), exchange_count(resolution)
                 )
                 outcome = with_tools_offered(outcome, [spec.name for spec in offered])
             if client is not None:
@@ -170,7 +171,7 @@ class TurnWorkflow:
             counted = offered if offered and workflow.patched(PATCH_TOOLS_IN_BUDGET) else []
             assembly = assemble(
                 system.text if system else None,
-                outcome.resolution,
+                resolution,
                 envelope.message,
                 budget_tokens=budget,
                 estimator=estimator,
@@ -178,7 +179,7 @@ class TurnWorkflow:
                 client_messages=client.messages if client is not None else (),
                 tool_definitions=[spec.definition() for spec in counted],
                 tool_results=client.tool_results if client is not None else (),
-                tool_messages=uses_tool_messages(outcome.resolution, client)
+                tool_messages=uses_tool_messages(resolution, client)
                 and workflow.patched(PATCH_TOOL_LOOP),
             )
         run_id = workflow.info().run_id
@@ -245,8 +246,8 @@ class TurnWorkflow:
             answer, payload = await self._execute(call, model, outcome, boundary)
         if answer is not None:
             payload = with_tool_calls(payload, answer.tool_calls, offered, envelope.payload.inputs)
-        if prompts is not None and system is not None:
-            payload = payload.model_copy(update={"exchanges_count": exchange_count(outcome.resolution) + 1})
+        if prompts is not None and system is not None and resolution is not None:
+            payload = payload.model_copy(update={"exchanges_count": exchange_count(resolution) + 1})
         snapshots = execution_snapshots(
             call, payload, external, debug=envelope.payload.inputs.get("debug_snapshot") is True
         )
