@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,7 +61,7 @@ from turngate.ledger.listen import (
     PostgresChangeListener,
 )
 from turngate.ledger.ref_candidates import choose_ref_candidates, turn_elsewhere_statement
-from turngate.ledger.schema import EVENT_COLUMNS, events, index_column, ledger_counts
+from turngate.ledger.schema import EVENT_COLUMNS, StoredRow, events, index_column, ledger_counts
 from turngate.ledger.thread_list import ThreadFilter, ThreadPage
 from turngate.ledger.turn_page import TurnPage, read_turn_page
 
@@ -289,7 +289,7 @@ def event_to_row(event: Event) -> dict[str, Any]:
     }
 
 
-def event_from_row(row: Mapping[str, Any] | RowMapping) -> Event:
+def event_from_row(row: StoredRow) -> Event:
     values = {name: row[name] for name in EVENT_COLUMNS}
     values["payload"] = json.loads(values["payload"])
     return Event.model_validate(values)
@@ -314,10 +314,10 @@ class _RowKeys:
     correlation_id: str
     turn_id: str
     digest: str
-    row: Mapping[str, Any]
+    row: StoredRow
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> _RowKeys:
+    def of(cls, row: StoredRow) -> _RowKeys:
         return cls(
             int(row["index"]), row["thread_id"], row["correlation_id"], row["turn_id"], row["digest"], row
         )
