@@ -73,6 +73,20 @@ async def test_openai_embeddings_through_the_sdk(openai_embedding_server: FakeOp
     assert embedder.embedder_id == "openai:text-embedding-3-small/dim=8"
 
 
+async def test_openai_without_a_dim_sends_no_dimensions(
+    openai_embedding_server: FakeOpenAIEmbeddingServer,
+) -> None:
+    spec = EmbedderSpec(
+        kind="openai", model="text-embedding-3-small", dim=None, base_url=openai_embedding_server.base_url
+    )
+    embedder = build_embedder(spec)
+    try:
+        await embedder.embed(["alpha"])
+    finally:
+        await embedder.aclose()
+    assert "dimensions" not in openai_embedding_server.last_request.json  # the model's own size
+
+
 async def test_openai_rate_limit_is_retryable_and_not_retried_by_the_sdk(
     openai_embedding_server: FakeOpenAIEmbeddingServer,
 ) -> None:

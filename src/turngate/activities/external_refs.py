@@ -25,8 +25,9 @@ from turngate.core.events import REF_TYPE_CASE_QUERY, CaseQueryRef, ExternalRef,
 from turngate.core.external import ExternalContext, ExternalError, ExternalItem
 from turngate.core.manifest import ExclusionEntry
 from turngate.jobs.cases.case_query import CaseQueryError, IndexCache, manifest_record, resolve_case_query
-from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, build_embedder
+from turngate.jobs.cases.embedders import Embedder, build_embedder
 from turngate.jobs.cases.registry import CaseRegistry
+from turngate.jobs.domain.embedder_spec import EmbedderSpec
 from turngate.security.workbench import FetchOutcome, WorkbenchConfig, fetch_handle
 from turngate.workflows.shared import ExternalRefsInput
 from turngate.workflows.turn_activities import RESOLVE_EXTERNAL_REFS

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, MutableSequence, Sequence
 from functools import partial
 from multiprocessing.connection import Connection
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.engine import Connection as DbConnection
@@ -63,7 +63,8 @@ def can_fork() -> bool:
 
 def shared_counters(count: int) -> MutableSequence[int]:
     """``count`` integers that forked children can write and this process can read (progress)."""
-    return multiprocessing.get_context("fork").Array("q", count, lock=False)  # type: ignore[return-value]
+    # A raw shared array of C longs; the stubs type an array made from a type code as Any.
+    return cast(MutableSequence[int], multiprocessing.get_context("fork").Array("q", count, lock=False))
 
 
 def run_forked(here: Callable[[], U], jobs: Sequence[Callable[[], T]]) -> tuple[U, list[T | None]]:
@@ -128,7 +129,7 @@ class RangeBoard:
     ) -> None:
         context = multiprocessing.get_context("fork")
         self._lock = context.Lock()
-        self._cells: MutableSequence[int] = context.Array("q", capacity * self._WIDTH, lock=False)  # type: ignore[assignment]
+        self._cells: MutableSequence[int] = context.Array("q", capacity * self._WIDTH, lock=False)
         self._used = context.Value("q", 0, lock=False)
         self.capacity = capacity
         self.min_steal = max(1, min_steal)
@@ -136,7 +137,7 @@ class RangeBoard:
             self._add(-1 if low is None else low, high, owner)
 
     def _add(self, low: int, high: int, owner: int) -> int:
-        slot = self._used.value
+        slot: int = self._used.value
         at = slot * self._WIDTH
         self._cells[at : at + self._WIDTH] = [low, high, low - 1, owner]
         self._used.value = slot + 1

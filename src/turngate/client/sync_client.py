@@ -95,16 +95,15 @@ class Turngate:
         self._thread.join()
         self._loop.close()
 
-    # mypy cannot bind Concatenate[AsyncTurngate, P] to a method with ``**kwargs``: those ignore it.
     call = _blocking(AsyncTurngate.call)
     send_intent = _blocking(AsyncTurngate.send_intent)
-    chat = _blocking(AsyncTurngate.chat)  # type: ignore[arg-type]
+    chat = _blocking(AsyncTurngate.chat)
     stream_intent = _iterating(AsyncTurngate.stream_intent)
     stream_turn = _iterating(AsyncTurngate.stream_turn)
-    snapshot = _blocking(AsyncTurngate.snapshot)  # type: ignore[arg-type]
-    iter_events = _iterating(AsyncTurngate.iter_events)  # type: ignore[arg-type]
+    snapshot = _blocking(AsyncTurngate.snapshot)
+    iter_events = _iterating(AsyncTurngate.iter_events)
     tail = _iterating(AsyncTurngate.tail)
-    verify = _blocking(AsyncTurngate.verify)  # type: ignore[arg-type]
+    verify = _blocking(AsyncTurngate.verify)
     capabilities = _blocking(AsyncTurngate.capabilities)
     upload = _blocking(AsyncTurngate.upload)
     submit_job = _blocking(AsyncTurngate.submit_job)

@@ -25,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, ArtifactStore
 from turngate.artifacts.store import normalize_digest
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, build_embedder
+from turngate.jobs.cases.embedders import Embedder, build_embedder
 from turngate.jobs.cases.index import INDEX_KIND, make_manifest, write_index
 from turngate.jobs.cases.parsing import DocumentParseError
 from turngate.jobs.cases.registry import CaseRegistry, RecordKind
@@ -40,6 +40,7 @@ from turngate.jobs.cases.segments import (
     read_embedding_segment,
     read_ingest_segment,
 )
+from turngate.jobs.domain.embedder_spec import EmbedderSpec
 from turngate.jobs.domain.models import (
     CHUNK_MANIFEST_KIND,
     EMBEDDING_SET_KIND,
@@ -230,12 +231,14 @@ class JobActivities:
         """Append the job's output to its tenant's case registry (idempotent per job id)."""
         if self._registry is None:
             return
+        job_id = activity.info().workflow_id
+        assert job_id is not None, "a job activity runs in its job's workflow"
         record = functools.partial(
             self._registry.record,
             tenant_id=input.tenant_id,
             case_id=input.case_id,
             kind=kind,
-            job_id=activity.info().workflow_id,
+            job_id=job_id,
             version=version or normalize_digest(pointer.sha256),
             pointer=pointer,
             detail=detail,

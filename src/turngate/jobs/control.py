@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
@@ -220,7 +220,9 @@ async def cancel_job(client: Client, job_id: str) -> None:
 
 async def _query_progress(handle: WorkflowHandle[Any, Any]) -> JobProgress | None:
     try:
-        return await handle.query("progress", result_type=JobProgress, rpc_timeout=timedelta(seconds=3))
+        # A query by name is typed Any; result_type makes the converter build a JobProgress.
+        progress = await handle.query("progress", result_type=JobProgress, rpc_timeout=timedelta(seconds=3))
+        return cast(JobProgress | None, progress)
     except Exception:  # no worker answers right now: the job is reported as queued
         return None
 

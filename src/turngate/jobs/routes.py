@@ -193,13 +193,11 @@ async def _document(state: ApiState, tenant_id: str | None, position: int, doc: 
     data = doc.inline_bytes()
     if data is not None:
         try:
-            pointer = await aput(
-                state.artifacts, data, kind=upload_kind(tenant_id), media_type=doc.media_type
-            )
+            stored = await aput(state.artifacts, data, kind=upload_kind(tenant_id), media_type=doc.media_type)
         except ArtifactError as exc:
             log.warning("document %r not stored: %s", doc.name, exc)
             raise _Refused(503, "artifact.unavailable", f"could not store {doc.name!r}; retry") from exc
-        return DocumentRef(name=doc.name, artifact=pointer, media_type=doc.media_type)
+        return DocumentRef(name=doc.name, artifact=stored, media_type=doc.media_type)
     pointer: ArtifactPointer = doc.artifact
     try:
         owned = await asyncio.to_thread(is_own_upload, state.artifacts, pointer, tenant_id)

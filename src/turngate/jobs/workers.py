@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from turngate.artifacts import ArtifactStore
 from turngate.jobs.activities import JobActivities
-from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, build_embedder
+from turngate.jobs.cases.embedders import Embedder, build_embedder
 from turngate.jobs.cases.registry import CaseRegistry
+from turngate.jobs.domain.embedder_spec import EmbedderSpec
 from turngate.jobs.domain.models import JOB_TYPES
 from turngate.jobs.domain.queues import JobConcurrency, JobQueues
 from turngate.jobs.workflows import CaseEmbedWorkflow, CaseIndexWorkflow, CaseIngestWorkflow
@@ -52,12 +55,11 @@ def job_workers(
         progress_interval_s=progress_interval_s,
         registry=registry,
     )
-    per_type = {
+    per_type: dict[str, tuple[type, Callable[..., Any]]] = {
         "case.ingest": (CaseIngestWorkflow, activities.ingest),
         "case.embed": (CaseEmbedWorkflow, activities.embed),
         "case.index": (CaseIndexWorkflow, activities.index),
     }
-    extra = {"workflow_runner": workflow_runner} if workflow_runner is not None else {}
     return [
         Worker(
             client,
@@ -67,7 +69,8 @@ def job_workers(
             max_concurrent_activities=concurrency.for_type(job_type),
             max_heartbeat_throttle_interval=heartbeat_throttle,
             default_heartbeat_throttle_interval=heartbeat_throttle,
-            **extra,
+            # None: the SDK's default, a sandbox with the default restrictions.
+            workflow_runner=workflow_runner or SandboxedWorkflowRunner(),
         )
         for job_type in JOB_TYPES
     ]

@@ -20,10 +20,8 @@ from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.engine import Connection
 
 from turngate.ledger.row_digest import RowDigester, UnreadableRow
-from turngate.ledger.schema import events, index_column
-from turngate.ledger.store import (
-    LedgerStore,
-)
+from turngate.ledger.schema import StoredRow, events, index_column
+from turngate.ledger.store import LedgerStore
 
 DEFAULT_BATCH_SIZE = 1000
 
@@ -76,12 +74,12 @@ def _digester(columns: Sequence[str]) -> RowDigester:
     return _DIGESTERS[key]
 
 
-def recompute_digest(row: Mapping[str, Any]) -> str:
+def recompute_digest(row: StoredRow) -> str:
     """The digest of a stored row, computed from its columns and payload alone."""
     return digest_row(row)[0]
 
 
-def digest_row(row: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def digest_row(row: StoredRow) -> tuple[str, dict[str, Any]]:
     """The digest of a stored row and its parsed payload (raises :class:`UnreadableRow`)."""
     columns = tuple(row.keys())
     return _digester(columns).digest(tuple(row[name] for name in columns))

@@ -182,7 +182,7 @@ class RowDigester:
         assert plan is not None
         if type(index) is not int or not -_SAFE_INT <= index <= _SAFE_INT:
             return None
-        scope = {}
+        scope: dict[str, Any] = {}
         for key, at, may_be_none in plan.columns:
             value = row[at]
             if type(value) is not str and (value is not None or not may_be_none):

@@ -5,7 +5,7 @@ readers share to convert, chunk and filter them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -13,11 +13,10 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
 )
-from sqlalchemy.engine import RowMapping
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, event_digest_scope
-from turngate.ledger.schema import EVENT_COLUMNS, events
+from turngate.ledger.schema import EVENT_COLUMNS, StoredRow, events
 
 #: Ref ids / indexes per ``IN (...)`` list (well under every backend's bind-parameter limit).
 IN_CHUNK = 500
@@ -52,7 +51,7 @@ def event_to_row(event: Event) -> dict[str, Any]:
     }
 
 
-def event_from_row(row: Mapping[str, Any] | RowMapping) -> Event:
+def event_from_row(row: StoredRow) -> Event:
     values = {name: row[name] for name in EVENT_COLUMNS}
     values["payload"] = json.loads(values["payload"])
     return Event.model_validate(values)
@@ -77,10 +76,10 @@ class RowKeys:
     correlation_id: str
     turn_id: str
     digest: str
-    row: Mapping[str, Any]
+    row: StoredRow
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> RowKeys:
+    def of(cls, row: StoredRow) -> RowKeys:
         return cls(
             int(row["index"]), row["thread_id"], row["correlation_id"], row["turn_id"], row["digest"], row
         )

@@ -13,6 +13,9 @@ The payload is stored as canonical JSON text (RFC 8785), including its ``_obs`` 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -23,12 +26,17 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.engine import RowMapping
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+#: A stored row: as a query's ``.mappings()`` yields it (its keys typed wider than ``str``) or
+#: built as a plain mapping (tests, rows re-read from a cache).
+StoredRow: TypeAlias = Mapping[str, Any] | RowMapping
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 

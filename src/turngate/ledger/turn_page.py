@@ -6,15 +6,14 @@ Two indexed queries whatever the thread's length: the page's INTENTs (a seek on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.engine import Connection
 
 from turngate.core.events import Event, EventKind
-from turngate.ledger.schema import events, index_column
+from turngate.ledger.schema import StoredRow, events, index_column
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ def read_turn_page(
     tenant: list[ColumnElement[bool]],
     offset: int,
     limit: int,
-    to_event: Callable[[Mapping[str, Any]], Event],
+    to_event: Callable[[StoredRow], Event],
 ) -> TurnPage:
     """The page (``tenant``: the conditions that keep one tenant's events, or none)."""
     base = [events.c.thread_id == thread_id, *tenant]

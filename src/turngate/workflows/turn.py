@@ -179,8 +179,7 @@ class TurnWorkflow:
                 client_messages=client.messages if client is not None else (),
                 tool_definitions=[spec.definition() for spec in counted],
                 tool_results=client.tool_results if client is not None else (),
-                tool_messages=uses_tool_messages(resolution, client)
-                and workflow.patched(PATCH_TOOL_LOOP),
+                tool_messages=uses_tool_messages(resolution, client) and workflow.patched(PATCH_TOOL_LOOP),
             )
         run_id = workflow.info().run_id
         if assembly is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
 
 from sqlalchemy import TextClause, bindparam, select, text
 from sqlalchemy.engine import Connection
@@ -22,10 +21,8 @@ from turngate.core.events import Event
 from turngate.core.refs import ref_lookup_ids
 from turngate.ledger import LedgerStore
 from turngate.ledger.ref_candidates import choose_ref_candidates, turn_elsewhere_statement
-from turngate.ledger.rows import (
-    IN_CHUNK,
-)
-from turngate.ledger.schema import events, index_column
+from turngate.ledger.rows import IN_CHUNK
+from turngate.ledger.schema import StoredRow, events, index_column
 
 # Key lookups name only the looked-up column and the index: their index covers them (SQLite
 # keeps the rowid, here "index", in every index), so no row of the table is read; rows are
@@ -124,7 +121,7 @@ def candidates_as_of(
     return choose_ref_candidates(intent.thread_id, ref_ids, visible, turn_elsewhere)
 
 
-def _rows_by_pairs(conn: Connection, pairs: Sequence[tuple[str, str]]) -> Iterator[Mapping[str, Any]]:
+def _rows_by_pairs(conn: Connection, pairs: Sequence[tuple[str, str]]) -> Iterator[StoredRow]:
     """Key columns of the rows whose (thread_id, turn_id) is one of ``pairs``: a join with a
     VALUES list, one index probe per pair. (SQLite answers a row-value ``IN`` with a scan of the
     whole index, which made every batch cost as much as the ledger is long.)"""

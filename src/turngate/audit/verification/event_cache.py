@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Select, bindparam, select
@@ -18,10 +18,8 @@ from sqlalchemy.engine import Connection
 from turngate.core.events import Event
 from turngate.ledger.chain_check import digest_row
 from turngate.ledger.row_digest import UnreadableRow
-from turngate.ledger.rows import (
-    IN_CHUNK,
-)
-from turngate.ledger.schema import EVENT_COLUMNS, events, index_column
+from turngate.ledger.rows import IN_CHUNK
+from turngate.ledger.schema import EVENT_COLUMNS, StoredRow, events, index_column
 
 #: Recently streamed events (parsed) and digests (index -> recomputed), reused as DECISION inputs.
 #: The cache starts at RECENT_EVENTS events (~8-13 KB each) and grows, up to ``cache_events``
@@ -35,13 +33,13 @@ RECENT_DIGESTS = 20_000
 BY_INDEX = select(events).where(index_column.in_(bindparam("ids", expanding=True)))
 
 
-def read_rows(conn: Connection, statement: Select[Any], ids: Sequence[Any]) -> Iterator[Mapping[str, Any]]:
+def read_rows(conn: Connection, statement: Select[Any], ids: Sequence[Any]) -> Iterator[StoredRow]:
     """The rows of ``statement`` (an expanding ``:ids`` parameter) for ``ids``, chunk by chunk."""
     for start in range(0, len(ids), IN_CHUNK):
         yield from conn.execute(statement, {"ids": list(ids[start : start + IN_CHUNK])}).mappings()
 
 
-def event_from(row: Mapping[str, Any], payload: dict[str, Any]) -> Event:
+def event_from(row: StoredRow, payload: dict[str, Any]) -> Event:
     """The event of a stored row whose payload is already parsed."""
     values = {name: row[name] for name in _ROW_FIELDS}
     values["payload"] = payload
@@ -82,7 +80,7 @@ class EventCache:
         grow_to: int | None = None,
     ) -> None:
         self.by_index: OrderedDict[int, Event | None] = OrderedDict()
-        self.rows: OrderedDict[int, tuple[Mapping[str, Any], dict[str, Any] | None]] = OrderedDict()
+        self.rows: OrderedDict[int, tuple[StoredRow, dict[str, Any] | None]] = OrderedDict()
         self.limit = RECENT_EVENTS if limit is None else limit
         # The limit doubles, up to grow_to, while rows it has let go are needed again.
         self.grow_to = max(self.limit, grow_to or 0)
@@ -93,7 +91,7 @@ class EventCache:
         self.digests = digests
         self.digest_limit = max(RECENT_DIGESTS, self.limit)
 
-    def remember(self, row: Mapping[str, Any], payload: dict[str, Any] | None) -> None:
+    def remember(self, row: StoredRow, payload: dict[str, Any] | None) -> None:
         """A row the chain pass just streamed (``payload`` None: not a JSON object)."""
         index = int(row["index"])
         if self.first < 0:
@@ -101,7 +99,7 @@ class EventCache:
         self.newest = max(self.newest, index)
         bounded_put(self.rows, index, (row, payload), self.limit)
 
-    def get(self, row: Mapping[str, Any], payload: dict[str, Any] | None = None) -> Event | None:
+    def get(self, row: StoredRow, payload: dict[str, Any] | None = None) -> Event | None:
         index = int(row["index"])
         if index in self.by_index:
             return self.by_index[index]
@@ -115,7 +113,7 @@ class EventCache:
         self.rows.pop(index, None)  # the event stands for its row from now on
         return event
 
-    def _read_payload(self, row: Mapping[str, Any], index: int) -> Any:
+    def _read_payload(self, row: StoredRow, index: int) -> Any:
         if self.digests is not None and index not in self.digests:
             try:
                 again, payload = digest_row(row)

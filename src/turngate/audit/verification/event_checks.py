@@ -42,7 +42,7 @@ from turngate.core.manifest import ArtifactPointer, parse_pointer
 from turngate.core.pointers import server_pointers
 from turngate.ledger import LedgerStore
 from turngate.ledger.chain_check import CheckedRow, recompute_digest
-from turngate.ledger.schema import events
+from turngate.ledger.schema import StoredRow, events
 
 #: INTENTs kept in memory until their DECISION streams by (older ones are looked up again), and
 #: DECISIONs until their EXECUTION does.
@@ -61,7 +61,7 @@ class _Prefetched:
     intents: dict[str, Event | None] = field(default_factory=dict)
     decisions: dict[str, _DecisionSummary] = field(default_factory=dict)
     candidates: dict[str, list[Event]] = field(default_factory=dict)
-    normative: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    normative: dict[str, StoredRow] = field(default_factory=dict)
 
 
 @dataclass
@@ -73,7 +73,7 @@ class RangeAudit:
     artifacts: ArtifactStore | None
     configs: dict[str, ContextConfig]
     snapshot_grace: timedelta | None
-    in_scope: Callable[[Mapping[str, Any]], bool]
+    in_scope: Callable[[StoredRow], bool]
     decision_checks: Sequence[DecisionCheck] = ()
     cache_events: int = MAX_CACHE_EVENTS
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -315,7 +315,7 @@ class RangeAudit:
         index: int,
         cid: str,
         payload: Mapping[str, Any],
-        normative: Mapping[str, Mapping[str, Any]],
+        normative: Mapping[str, StoredRow],
     ) -> None:
         digests = payload.get("normative_input_digests")
         if digests is None:

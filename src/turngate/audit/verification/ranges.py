@@ -7,10 +7,9 @@ forked ones (:func:`turngate.audit.forked_ranges.run_ranges`); each range return
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 from sqlalchemy import ColumnElement, select
 
@@ -30,7 +29,7 @@ from turngate.ledger.chain_check import (
     iter_checked,
     seed_before,
 )
-from turngate.ledger.schema import events, index_column
+from turngate.ledger.schema import StoredRow, events, index_column
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ class Plan:
     decision_checks: Sequence[DecisionCheck] = ()
     cache_events: int = MAX_CACHE_EVENTS
 
-    def in_scope(self, row: Mapping[str, Any]) -> bool:
+    def in_scope(self, row: StoredRow) -> bool:
         index = int(row["index"])
         return (
             (self.thread_id is None or row["thread_id"] == self.thread_id)

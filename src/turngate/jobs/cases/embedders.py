@@ -13,7 +13,8 @@ the chat providers (429/5xx/timeouts retryable, other 4xx not).
 from __future__ import annotations
 
 import os
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def l2_normalize(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float64)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (matrix / norms).astype(np.float32)
+    return cast(np.ndarray, (matrix / norms).astype(np.float32))  # numpy's stubs: Any here
 
 
 def hashed_ngrams(text: str, dim: int) -> np.ndarray:
@@ -100,10 +101,14 @@ class OpenAIEmbedder:
         )
 
     async def embed(self, texts: list[str]) -> np.ndarray:
-        extra = {"dimensions": self.spec.dim} if self.spec.dim else {}
+        from openai import omit
+
         try:
             resp = await self._client.embeddings.create(
-                model=self.spec.model, input=texts, encoding_format="float", **extra
+                model=self.spec.model,
+                input=texts,
+                encoding_format="float",
+                dimensions=self.spec.dim or omit,  # no dim: the model's own size
             )
         except Exception as exc:
             raise _classified(exc, "openai", self._secrets) from None
@@ -149,7 +154,7 @@ def _classified(exc: Exception, vendor: str, secrets: tuple[str, ...]) -> Except
     return classify_exception(exc, vendor=vendor, secrets=secrets) or exc
 
 
-def _checked(embedder_id: str, rows: list[list[float]], expected: int, dim: int | None) -> np.ndarray:
+def _checked(embedder_id: str, rows: Sequence[Sequence[float]], expected: int, dim: int | None) -> np.ndarray:
     if len(rows) != expected:
         raise ProviderError(
             "provider.invalid_response",

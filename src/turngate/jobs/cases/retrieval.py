@@ -14,6 +14,7 @@ import re
 import sqlite3
 from functools import cached_property
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -88,7 +89,7 @@ class CaseIndex:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         if row is None:
             raise ValueError(f"{self.path}: not a case index (no {key})")
-        return row[0]
+        return cast(bytes, row[0])  # sqlite3 rows are untyped; the meta values are BLOBs
 
     @cached_property
     def _row_of(self) -> dict[str, int]:

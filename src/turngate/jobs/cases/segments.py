@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -62,7 +63,8 @@ def put_ingest_segment(store: ArtifactStore, docs: Sequence[DocumentChunks]) -> 
 
 def read_ingest_segment(store: ArtifactStore, digest: str) -> list[DocumentChunks]:
     body = get_json(store, digest)
-    return [DocumentChunks.model_validate(d) for d in body["documents"]]  # type: ignore[union-attr]
+    # Parsed JSON: each item is validated as it is read.
+    return [DocumentChunks.model_validate(d) for d in cast(list[Any], body["documents"])]
 
 
 def put_embedding_segment(

@@ -263,7 +263,7 @@ def _add_interval(parser: argparse.ArgumentParser) -> None:
 
 
 def _action(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
     summary: str,
     details: str = "",
@@ -272,7 +272,7 @@ def _action(
     return sub.add_parser(name, help=summary, description=f"{summary}. {details}".strip())
 
 
-def add_jobs_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_jobs_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Registers `turngate jobs ...` and `turngate cases ...` on the top-level subparsers."""
     jobs = _action(sub, "jobs", "list, show, watch and cancel case jobs (ingest, embed, index)")
     jobs_sub = jobs.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
