@@ -455,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     from turngate.policy_lifecycle.commands import add_policy_parser
 
     add_policy_parser(sub)
-    from turngate.spend.cli import add_budgets_parser
+    from turngate.spend.budget_commands import add_budgets_parser
 
     add_budgets_parser(sub)
     return parser
