@@ -14,6 +14,11 @@ commit; reads run in REPEATABLE READ READ ONLY, so each read method sees one sna
 Every method is synchronous and thread-safe: it is called from sync Temporal activities, the
 FastAPI threadpool and the CLI. :meth:`LedgerStore.change_listener` is the async way to learn
 of appends (LISTEN/NOTIFY on PostgreSQL, a cheap poll on SQLite).
+
+Past 500 lines on purpose: every read and write of the event log goes through this one class,
+whose locking, snapshot and outage rules are read together. What does not need them lives
+beside it: the engine (``engine.py``), row conversions (``rows.py``), the thread summary
+(``summary.py``), the thread list (``thread_list.py``) and turn pages (``turn_page.py``).
 """
 
 from __future__ import annotations
