@@ -1,6 +1,7 @@
-"""The turn workflow calls its activities through the definitions in workflows/turn_activities.py;
-the worker registers the implementations. Both must agree on name, input and result type, and
-the names recorded in histories never change."""
+"""The turn and job workflows call their activities through definitions
+(workflows/turn_activities.py, jobs/activity_definitions.py); the worker registers the
+implementations. Both must agree on name, input and result type, and the names recorded in
+histories never change."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from temporalio import activity
 from turngate.activities.external_refs import ExternalRefActivities
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
+from turngate.jobs import activity_definitions as job_activities
+from turngate.jobs import workflows as job_workflows
+from turngate.jobs.activities import JobActivities
 from turngate.workflows import turn, turn_activities
 
 PAIRS: list[tuple[Callable[..., Any], Callable[..., Any], str]] = [
@@ -28,6 +32,9 @@ PAIRS: list[tuple[Callable[..., Any], Callable[..., Any], str]] = [
         "turngate.resolve_external_refs",
     ),
     (turn_activities.call_provider, ProviderActivities.call_provider, "turngate.call_provider"),
+    (job_activities.ingest, JobActivities.ingest, "turngate.jobs.ingest"),
+    (job_activities.embed, JobActivities.embed, "turngate.jobs.embed"),
+    (job_activities.index, JobActivities.index, "turngate.jobs.index"),
 ]
 
 
@@ -55,9 +62,15 @@ def test_definitions_cannot_run() -> None:
         turn_activities.append_event(None)  # type: ignore[arg-type]
 
 
-def test_the_workflow_names_no_activity_by_string_nor_imports_an_implementation() -> None:
-    tree = ast.parse(Path(inspect.getfile(turn)).read_text())
+@pytest.mark.parametrize("module", [turn, job_workflows], ids=["turn", "jobs"])
+def test_the_workflow_names_no_activity_by_string_nor_imports_an_implementation(module: Any) -> None:
+    tree = ast.parse(Path(inspect.getfile(module)).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert not any(module and module.startswith("turngate.activities") for module in imported)
+    assert not any(
+        name and (name.startswith("turngate.activities") or name == "turngate.jobs.activities")
+        for name in imported
+    )
     strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)}
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     assert not {recorded for _, _, recorded in PAIRS} & strings
+    assert not {"INGEST_ACTIVITY", "EMBED_ACTIVITY", "INDEX_ACTIVITY"} & names

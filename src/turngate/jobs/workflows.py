@@ -24,6 +24,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from turngate.jobs.activity_definitions import embed, index, ingest
     from turngate.jobs.domain.models import (
         TIMED_OUT,
         EmbedInput,
@@ -36,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
         JobProgress,
         ProgressReport,
     )
-    from turngate.jobs.domain.queues import EMBED_ACTIVITY, INDEX_ACTIVITY, INGEST_ACTIVITY
 
 R = TypeVar("R")
 # The activity enforces the wall clock itself; Temporal's start-to-close is only a backstop for
@@ -118,7 +118,7 @@ class CaseIngestWorkflow(_JobWorkflow):
     async def run(self, input: IngestInput) -> IngestResult:
         return await self._run(
             input.options,
-            lambda opts: workflow.execute_activity(INGEST_ACTIVITY, input, result_type=IngestResult, **opts),
+            lambda opts: workflow.execute_activity(ingest, input, **opts),
             lambda result: result.documents,
         )
 
@@ -129,7 +129,7 @@ class CaseEmbedWorkflow(_JobWorkflow):
     async def run(self, input: EmbedInput) -> EmbedResult:
         return await self._run(
             input.options,
-            lambda opts: workflow.execute_activity(EMBED_ACTIVITY, input, result_type=EmbedResult, **opts),
+            lambda opts: workflow.execute_activity(embed, input, **opts),
             lambda result: result.chunk_count,
         )
 
@@ -140,7 +140,7 @@ class CaseIndexWorkflow(_JobWorkflow):
     async def run(self, input: IndexInput) -> IndexResult:
         return await self._run(
             input.options,
-            lambda opts: workflow.execute_activity(INDEX_ACTIVITY, input, result_type=IndexResult, **opts),
+            lambda opts: workflow.execute_activity(index, input, **opts),
             lambda result: result.chunk_count,
         )
 
