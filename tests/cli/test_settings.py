@@ -59,7 +59,22 @@ def test_a_bad_value_names_its_variable(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["cli.py", "devserver.py", "worker", "audit", "api", "policy_lifecycle", "setup_cli.py"]
+    "module",
+    [
+        "cli.py",
+        "chat_command.py",
+        "devserver.py",
+        "setup_cli.py",
+        "worker",
+        "audit",
+        "api",
+        "policy_lifecycle",
+        "jobs/cli",
+        "jobs/routes.py",
+        "spend",
+        "ledger/store.py",
+        "ledger/engine.py",
+    ],
 )
 def test_the_environment_is_read_only_through_settings(module: str) -> None:
     path = SRC / module

@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import functools
 import json
-import os
 import shlex
 import sys
 from collections.abc import Awaitable, Callable
@@ -245,12 +244,10 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
 def _add_api_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url",
-        default=os.environ.get("TURNGATE_URL", "http://127.0.0.1:8010"),
         help="turngate API (default: TURNGATE_URL or http://127.0.0.1:8010)",
     )
     parser.add_argument(
         "--api-key",
-        default=os.environ.get("TURNGATE_API_KEY"),
         help="API key sent as a bearer token (default: TURNGATE_API_KEY)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")

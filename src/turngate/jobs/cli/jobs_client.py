@@ -34,7 +34,8 @@ def guess_media_type(path: Path) -> str | None:
 class JobsClient:
     """`async with JobsClient(url, api_key) as api: await api.job("j-1")`."""
 
-    def __init__(self, url: str, api_key: str | None) -> None:
+    def __init__(self, url: str | None, api_key: str | None) -> None:
+        # None: the client's own defaults (TURNGATE_URL / TURNGATE_API_KEY, else the local API).
         self._api = AsyncTurngate(url, api_key, timeout_s=_REQUEST_TIMEOUT_S)
         self.url = self._api.settings.url
 
