@@ -89,18 +89,7 @@ def _write_artifact(root: Path | None, data: bytes, kind: str = "manifest") -> d
 
 
 def _follow(intent: Event, kind: EventKind, payload: dict[str, Any]) -> EventDraft:
-    return EventDraft(
-        kind=kind,
-        thread_id=intent.thread_id,
-        turn_id=intent.turn_id,
-        parent_turn_id=intent.parent_turn_id,
-        correlation_id=intent.correlation_id,
-        stream_id=intent.stream_id,
-        lane=intent.lane,
-        actor=intent.actor,
-        intent_type=intent.intent_type,
-        payload=payload,
-    )
+    return EventDraft.following(intent, kind, payload)
 
 
 def build_ledger(

@@ -63,18 +63,7 @@ class Chain:
         return self.append(draft, created_at=created_at)
 
     def follow(self, intent: Event, kind: EventKind, payload: dict[str, Any]) -> Event:
-        draft = EventDraft(
-            kind=kind,
-            thread_id=intent.thread_id,
-            turn_id=intent.turn_id,
-            parent_turn_id=intent.parent_turn_id,
-            correlation_id=intent.correlation_id,
-            stream_id=intent.stream_id,
-            lane=intent.lane,
-            actor=intent.actor,
-            intent_type=intent.intent_type,
-            payload=payload,
-        )
+        draft = EventDraft.following(intent, kind, payload)
         return self.append(draft, created_at="2024-01-01T00:00:01Z")
 
     def decision(self, intent: Event, decision: str = "ALLOW") -> Event:

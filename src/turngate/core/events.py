@@ -354,6 +354,24 @@ class EventDraft(BaseModel):
     # digest scope itself: the INTENT's ``payload.principal`` carries it into the digests.
     tenant_id: str | None = None
 
+    @classmethod
+    def following(cls, intent: EventDraft, kind: EventKind, payload: dict[str, Any]) -> EventDraft:
+        """The turn's next event (its DECISION or EXECUTION): the INTENT's identity and tenant,
+        its own kind and payload."""
+        return cls(
+            kind=kind,
+            thread_id=intent.thread_id,
+            turn_id=intent.turn_id,
+            parent_turn_id=intent.parent_turn_id,
+            correlation_id=intent.correlation_id,
+            stream_id=intent.stream_id,
+            lane=intent.lane,
+            actor=intent.actor,
+            intent_type=intent.intent_type,
+            payload=payload,
+            tenant_id=intent.tenant_id,
+        )
+
 
 class Event(EventDraft):
     """A recorded ledger event. ``created_at`` is observational (outside every digest)."""

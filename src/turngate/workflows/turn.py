@@ -445,19 +445,7 @@ class TurnWorkflow:
 def _draft(intent: Event, payload: DecisionPayload | ExecutionPayload) -> EventDraft:
     """The turn's DECISION or EXECUTION event: the INTENT's identity, ``payload``'s kind."""
     kind = EventKind.DECISION if isinstance(payload, DecisionPayload) else EventKind.EXECUTION
-    return EventDraft(
-        kind=kind,
-        thread_id=intent.thread_id,
-        turn_id=intent.turn_id,
-        parent_turn_id=intent.parent_turn_id,
-        correlation_id=intent.correlation_id,
-        stream_id=intent.stream_id,
-        lane=intent.lane,
-        actor=intent.actor,
-        intent_type=intent.intent_type,
-        payload=payload.as_payload(),
-        tenant_id=intent.tenant_id,
-    )
+    return EventDraft.following(intent, kind, payload.as_payload())
 
 
 async def _call_provider(
