@@ -4,8 +4,9 @@ credentials before the API and workers start (idempotent; run it on every deploy
 1. migrate the ledger schema to head (the owner may; the application role may not);
 2. ``--app-role``: grant the least-privileged application role what the API and workers need
    (PostgreSQL): read and append events, read and create API keys, revoke them (``revoked_at``
-   only), read and record case records, keep the thread summary that every append updates. No
-   UPDATE of events, no DELETE anywhere, no DDL: that role cannot rewrite history;
+   only), read and record case records, read and add budget records, keep the thread summary
+   that every append updates. No UPDATE of events, no DELETE anywhere, no DDL: that role cannot
+   rewrite history;
 3. ``--encryption-keys-file``: create the history encryption key file if it does not exist;
 4. ``--admin-key-file``: while no active admin key exists, create one and write its secret to
    the file (owner-only), so the first ``turngate chat`` of a deployment has a key.
@@ -41,6 +42,7 @@ APP_GRANTS: tuple[str, ...] = (
     "GRANT SELECT, INSERT ON api_keys TO {role}",
     "GRANT UPDATE (revoked_at) ON api_keys TO {role}",
     "GRANT SELECT, INSERT ON case_records TO {role}",
+    "GRANT SELECT, INSERT ON budgets TO {role}",  # append-only: triggers refuse UPDATE and DELETE
     "GRANT SELECT ON alembic_version TO {role}",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
 )

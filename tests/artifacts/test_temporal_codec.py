@@ -55,6 +55,8 @@ async def test_a_damaged_artifact_is_refused(tmp_path: Path) -> None:
 
 
 def test_failed_payload_calls_are_counted_in_the_process_metrics() -> None:
+    from prometheus_client import generate_latest
+
     from turngate.telemetry.metrics import default_metrics
     from turngate.temporal_client import _count_codec_failure
 
@@ -62,5 +64,5 @@ def test_failed_payload_calls_are_counted_in_the_process_metrics() -> None:
     before = counter._value.get()
     _count_codec_failure("decode", "artifact.not_found")
     assert counter._value.get() == before + 1
-    exposed = default_metrics().exposition().decode()
+    exposed = generate_latest(default_metrics().registry).decode()
     assert 'turngate_payload_codec_failures_total{code="artifact.not_found",operation="decode"}' in exposed
