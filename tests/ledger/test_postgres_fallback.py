@@ -6,7 +6,8 @@ import socket
 
 import pytest
 
-from tests.ledger import conftest, postgres
+from tests import conftest
+from tests.ledger import postgres
 from tests.ledger.helpers import draft
 from tests.ledger.postgres import ENV_BIN, ENV_URL, find_binaries
 from turngate.ledger import LedgerStore, verify_ledger
