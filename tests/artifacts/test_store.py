@@ -18,6 +18,7 @@ from turngate.artifacts import (
     aput,
     parse_artifact_path,
 )
+from turngate.artifacts.deadline import StorageDeadline
 from turngate.core.canonical import digest_bytes
 from turngate.core.manifest import ArtifactPointer
 
@@ -236,7 +237,11 @@ def test_concurrent_puts_of_the_same_content(backend: Backend) -> None:
 
     def put(_: int) -> ArtifactPointer:
         barrier.wait(timeout=10)
-        return backend.store.put(data, kind="prompt_snapshot", retention="snapshot")
+        # As the turn's steps call the store: transient errors (moto answers an occasional 500
+        # under eight racing writers) are retried inside the artifact deadline.
+        return StorageDeadline(15).call(
+            "prompt_snapshot", lambda: backend.store.put(data, kind="prompt_snapshot", retention="snapshot")
+        )
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         pointers = list(pool.map(put, range(8)))
