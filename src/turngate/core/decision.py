@@ -250,6 +250,22 @@ def judge(
     return Judgement(built, decision, policy_error)
 
 
+def judge_as_recorded(
+    intent: Event, candidates: Sequence[Event], cfg: ContextConfig, policy: LoadedPolicy, scope: StoredScope
+) -> Judgement:
+    """:func:`judge` under what a stored DECISION pinned (its prompt, context spec version and
+    external refs' resolution): what verify and what-if re-decide recorded turns with."""
+    return judge(
+        intent,
+        candidates,
+        cfg,
+        policy,
+        scope.prompt,
+        schema_version=scope.schema_version,
+        external_resolved=scope.external_resolved,
+    )
+
+
 def recompute_decision_digests(
     intent: Event,
     candidates: Sequence[Event],
@@ -342,15 +358,7 @@ def verify_decision(
         )
         return problems
     # One context build serves both the digests and the re-run policy.
-    judged = judge(
-        intent,
-        candidates,
-        cfg,
-        policy,
-        scope.prompt,
-        schema_version=scope.schema_version,
-        external_resolved=scope.external_resolved,
-    )
+    judged = judge_as_recorded(intent, candidates, cfg, policy, scope)
     error_code = judged.error["code"] if judged.built is None and judged.error else None
     problems.extend(compare_decision(stored, _pinned(judged.built, context_config_digest(cfg), error_code)))
     replayed = {

@@ -25,7 +25,7 @@ from turngate.core.decision import (
     INTENT_INVALID,
     POLICY_EVALUATION_ERROR,
     POLICY_INVALID_DECISION,
-    judge,
+    judge_as_recorded,
     stored_scope,
 )
 from turngate.core.events import Event
@@ -113,15 +113,7 @@ def redecide(
     """
     recorded = recorded_verdict(stored)
     scope = stored_scope(stored)  # recomputed under the context spec version it recorded
-    judged = judge(
-        intent,
-        candidates,
-        cfg,
-        policy,
-        scope.prompt,
-        schema_version=scope.schema_version,
-        external_resolved=scope.external_resolved,
-    )
+    judged = judge_as_recorded(intent, candidates, cfg, policy, scope)
     built = judged.built
     context_digest = built.context_digest if built else None
     resolved = [ref.model_dump(mode="json") for ref in built.resolution.resolved_refs] if built else []
