@@ -24,7 +24,7 @@ def all_events(store: LedgerStore) -> list[Event]:
 def recompute(store: LedgerStore) -> dict[str, Any]:
     """The three summary tables as a grouped pass over every event would fill them."""
     threads: dict[tuple[str, str], dict[str, Any]] = {}
-    actors: dict[tuple[str, str, str], int] = {}
+    actors: set[tuple[str, str, str]] = set()
     counts: dict[tuple[str, str, str], int] = {}
     for event in all_events(store):
         tenant = event.tenant_id or ""
@@ -43,9 +43,7 @@ def recompute(store: LedgerStore) -> dict[str, Any]:
         if event.kind == EventKind.EXECUTION:
             row["executed"] += 1
             row["errors"] += isinstance(event.payload.get("error"), dict)
-        actors[(tenant, event.thread_id, event.actor)] = (
-            actors.get((tenant, event.thread_id, event.actor), 0) + 1
-        )
+        actors.add((tenant, event.thread_id, event.actor))
         counts[(tenant, event.stream_id, event.lane)] = (
             counts.get((tenant, event.stream_id, event.lane), 0) + 1
         )
@@ -61,7 +59,7 @@ def stored(store: LedgerStore) -> dict[str, Any]:
             }
             for row in conn.execute(select(thread_summary)).mappings()
         }
-        actors = {(r.tenant_key, r.thread_id, r.actor): r.events for r in conn.execute(select(thread_actors))}
+        actors = {(r.tenant_key, r.thread_id, r.actor) for r in conn.execute(select(thread_actors))}
         counts = {(r.tenant_key, r.stream_id, r.lane): r.events for r in conn.execute(select(ledger_counts))}
     return {"threads": threads, "actors": actors, "counts": counts}
 

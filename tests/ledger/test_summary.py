@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
 from tests.ledger.helpers import draft
-from tests.ledger.summaries import mixed_ledger, recompute, stored, turn_drafts
+from tests.ledger.summaries import all_events, mixed_ledger, recompute, stored, turn_drafts
 from turngate.core.events import EventKind
 from turngate.ledger import LedgerConflictError, LedgerStore
 from turngate.ledger.engine import (
@@ -26,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_empty_ledger_has_empty_summaries(store: LedgerStore) -> None:
-    assert stored(store) == {"threads": {}, "actors": {}, "counts": {}}
+    assert stored(store) == {"threads": {}, "actors": set(), "counts": {}}
 
 
 def test_summaries_equal_a_recomputation_after_mixed_appends(store: LedgerStore) -> None:
@@ -159,6 +161,29 @@ def test_the_migration_backfills_an_existing_ledger(ledger_url: str) -> None:
         assert stored(store) == recompute(store)
 
 
+def test_actors_are_a_set_and_the_downgrade_recounts_them(ledger_url: str) -> None:
+    """An actor's later events in a thread write no actor row; going back to the schema with a
+    per-actor count recomputes that count from the events, and upgrading again drops it."""
+    with LedgerStore(ledger_url) as store:
+        mixed_ledger(store)
+        with store.read_connection() as conn:
+            assert set(conn.execute(text("SELECT * FROM thread_actors")).keys()) == {
+                "tenant_key",
+                "thread_id",
+                "actor",
+            }
+        expected = {
+            key: sum(1 for e in all_events(store) if (e.tenant_id or "", e.thread_id, e.actor) == key)
+            for key in recompute(store)["actors"]
+        }
+        _alembic(store, "downgrade", "0008")
+        with store.read_connection() as conn:
+            rows = conn.execute(text("SELECT tenant_key, thread_id, actor, events FROM thread_actors"))
+            assert {(t, th, a): n for t, th, a, n in rows} == expected
+        _alembic(store, "upgrade", "head")
+        assert stored(store) == recompute(store)
+
+
 def test_the_backfill_reads_the_payload_like_the_store(ledger_url: str) -> None:
     """Payload shapes at the edges of each rule: a nested verdict, an error that is a string, an
     empty error object, a decision that is neither ALLOW nor DENY."""
@@ -185,7 +210,8 @@ def test_a_large_append_takes_the_many_statement_path(
     store: LedgerStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """PostgreSQL writes an append's events and summaries in one statement up to a parameter
-    budget, and a statement per table past it (SQLite always the latter): same result."""
+    budget, and a statement per table past it (SQLite always the latter, on the driver
+    connection: traced there): same result."""
     from sqlalchemy import event
 
     from turngate.ledger import summary
@@ -196,13 +222,51 @@ def test_a_large_append_takes_the_many_statement_path(
         if statement.startswith(("INSERT", "WITH")):
             writes.append(statement.split()[0])
 
+    def trace_sqlite(conn: Connection) -> None:  # each write transaction's driver connection
+        conn.connection.driver_connection.set_trace_callback(count_sqlite)
+
+    def count_sqlite(statement: str) -> None:  # executemany traces each row: one per table
+        if statement.startswith("INSERT") and statement.split()[2] not in tables:
+            tables.append(statement.split()[2])
+            writes.append("INSERT")
+
+    tables: list[str] = []
     store.append_many([d for n in range(6) for d in turn_drafts(n, thread=f"t-{n}", tenant="acme")])
     event.listen(store.engine, "before_cursor_execute", count)
-    one_event_params = 15 + 12 + 4 + 4  # the event, its thread, actor and stream rows
+    if store.dialect == "sqlite":
+        event.listen(store.engine, "begin", trace_sqlite)
+    one_event_params = 15 + 12 + 3 + 4  # the event, its thread, actor and stream rows
     for budget in (one_event_params - 1, one_event_params, one_event_params + 1):
         monkeypatch.setattr(summary, "PG_ONE_STATEMENT_MAX_PARAMS", budget)
         writes.clear()
+        tables.clear()
         store.append_many(turn_drafts(budget, thread="t-9", tenant="acme", outcome="pending"))
         one_statement = store.dialect == "postgresql" and budget >= one_event_params
         assert writes == (["WITH"] if one_statement else ["INSERT"] * 4), budget
+        if store.dialect == "sqlite":
+            assert tables == ["events", "thread_summary", "thread_actors", "ledger_counts"]
         assert stored(store) == recompute(store)
+
+
+def test_a_failing_summary_write_fails_the_whole_append(tmp_path: Path) -> None:
+    """SQLite writes the summaries on the driver connection; a driver error there surfaces as
+    every other statement's does (the store's conflict retry, then ``LedgerError``), and the
+    append's event is rolled back with it."""
+    import sqlite3
+
+    from turngate.ledger import LedgerError
+
+    path = tmp_path / "ledger.db"
+    with LedgerStore(f"sqlite:///{path}") as store:
+        store.append(draft("c-1"))
+        before = stored(store)
+    with sqlite3.connect(path) as raw:  # a constraint the summary upsert trips
+        raw.execute(
+            "CREATE TRIGGER refuse_new_thread BEFORE INSERT ON thread_summary "
+            "BEGIN SELECT RAISE(ABORT, 'summary refused'); END"
+        )
+    with LedgerStore(f"sqlite:///{path}") as store:
+        with pytest.raises(LedgerError, match="summary refused"):
+            store.append(draft("c-2"))
+        assert store.head()[0] == 1
+        assert stored(store) == before == recompute(store)

@@ -156,14 +156,14 @@ thread_summary = Table(
     Index("ix_thread_summary_tenant_key_last_index_thread_id", "tenant_key", "last_index", "thread_id"),
 )
 
-#: Who took part in a thread: one row per (tenant, thread, actor), with its event count.
+#: Who took part in a thread: one row per (tenant, thread, actor), written by the actor's first
+#: event there and never updated (a later event of the same actor dirties no page).
 thread_actors = Table(
     "thread_actors",
     metadata,
     Column("tenant_key", Text, primary_key=True),
     Column("thread_id", Text, primary_key=True),
     Column("actor", Text, primary_key=True),
-    Column("events", BigInteger, nullable=False),
 )
 
 #: Events per (tenant, stream, lane): the length of a filtered /snapshot without counting rows.

@@ -84,6 +84,11 @@ _SELECT_BY_CORRELATIONS = select(events).where(events.c.correlation_id.in_(bindp
 # --------------------------------------------------------------------------- the store
 
 
+def _positional(row: dict[str, Any]) -> tuple[Any, ...]:
+    """An event row in ``events`` column order."""
+    return tuple(row[name] for name in EVENT_COLUMNS)
+
+
 class LedgerStore:
     """The ledger. Open it with a SQLAlchemy URL; it migrates the schema to head on open."""
 
@@ -240,7 +245,7 @@ class LedgerStore:
         if new_events:
             # the events and the read-side summaries, in this transaction: only what was
             # inserted counts (on PostgreSQL one statement, so one notification per append)
-            rows = [tuple(event_to_row(e)[name] for name in EVENT_COLUMNS) for e in new_events]
+            rows = [_positional(event_to_row(e)) for e in new_events]
             summary.write_appended(conn, rows, new_events)
         return recorded
 

@@ -11,6 +11,12 @@ that created the tables does that once for an existing ledger):
 - ``turns``: INTENTs; ``allowed`` / ``denied``: DECISIONs whose payload ``decision`` is ALLOW /
   DENY; ``executed``: EXECUTIONs; ``errors``: EXECUTIONs whose payload ``error`` is an object.
 - ``first_index`` / ``last_index`` and the times of those two events.
+- the actors of a thread: a set (a row per actor, written once: later events of a known actor
+  change no row, so they dirty no page).
+
+Append cost matters here (every turn pays it), hence the single-event fast path in
+:meth:`SummaryRows.of` and SQLite statements run on the driver connection (see
+:func:`_execute_rows`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Table
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
 from turngate.core.events import Event
@@ -38,6 +45,19 @@ _THREAD_COLUMNS = tuple(column.name for column in thread_summary.columns)
 def tenant_key(tenant_id: str | None) -> str:
     """The summary tables' tenant key of an event's ``tenant_id``."""
     return NO_TENANT if tenant_id is None else tenant_id
+
+
+def _counts(event: Event) -> tuple[int, int, int, int, int]:
+    """What ``event`` adds to (turns, allowed, denied, errors, executed): the one definition."""
+    kind = str(event.kind)
+    if kind == "INTENT":
+        return 1, 0, 0, 0, 0
+    if kind == "DECISION":
+        verdict = event.payload.get("decision")
+        return 0, int(verdict == "ALLOW"), int(verdict == "DENY"), 0, 0
+    if kind == "EXECUTION":
+        return 0, 0, 0, int(isinstance(event.payload.get("error"), dict)), 1
+    return 0, 0, 0, 0, 0
 
 
 @dataclass
@@ -60,16 +80,12 @@ class ThreadTally:
     def add(self, event: Event) -> None:
         self.events += 1
         self.last_index, self.last_at = event.index, event.created_at or ""
-        kind = str(event.kind)
-        if kind == "INTENT":
-            self.turns += 1
-        elif kind == "DECISION":
-            verdict = event.payload.get("decision")
-            self.allowed += verdict == "ALLOW"
-            self.denied += verdict == "DENY"
-        elif kind == "EXECUTION":
-            self.executed += 1
-            self.errors += isinstance(event.payload.get("error"), dict)
+        turns, allowed, denied, errors, executed = _counts(event)
+        self.turns += turns
+        self.allowed += allowed
+        self.denied += denied
+        self.errors += errors
+        self.executed += executed
 
     def values(self) -> tuple[Any, ...]:
         """The summary row, in ``thread_summary`` column order."""
@@ -78,11 +94,11 @@ class ThreadTally:
 
 def tally(
     recorded: Iterable[Event],
-) -> tuple[list[ThreadTally], dict[tuple[str, str, str], int], dict[tuple[str, str, str], int]]:
+) -> tuple[list[ThreadTally], dict[tuple[str, str, str], None], dict[tuple[str, str, str], int]]:
     """Per thread, per (tenant, thread, actor) and per (tenant, stream, lane): what ``recorded``
-    (events in index order) adds to the summaries."""
+    (events in index order) adds to the summaries (the actors: an ordered set)."""
     threads: dict[tuple[str, str], ThreadTally] = {}
-    actors: dict[tuple[str, str, str], int] = {}
+    actors: dict[tuple[str, str, str], None] = {}
     streams: dict[tuple[str, str, str], int] = {}
     for event in recorded:
         tenant = tenant_key(event.tenant_id)
@@ -91,8 +107,7 @@ def tally(
         if thread is None:
             thread = threads[key] = ThreadTally(tenant, event.thread_id, event.index, event.created_at or "")
         thread.add(event)
-        actor_key = (tenant, event.thread_id, event.actor)
-        actors[actor_key] = actors.get(actor_key, 0) + 1
+        actors[(tenant, event.thread_id, event.actor)] = None
         stream_key = (tenant, event.stream_id, event.lane)
         streams[stream_key] = streams.get(stream_key, 0) + 1
     return list(threads.values()), actors, streams
@@ -111,14 +126,14 @@ def _insert_sql(table: Table, rows: int, mark: str) -> str:
 @lru_cache(maxsize=512)
 def _upsert_sql(table: Table, rows: int, mark: str) -> str:
     """:func:`_insert_sql` ... ON CONFLICT (the table's key) DO UPDATE: the counters summed, the
-    latest event's index and time overwritten (both backends spell it the same way)."""
+    latest event's index and time overwritten; DO NOTHING for a table of keys only (a set: a
+    known row is left untouched). Both backends spell it the same way."""
     keys = [column.name for column in table.primary_key.columns]
     adds = [name for name in _COUNTERS if name in table.c]
     updates = [f"{name} = {table.name}.{name} + excluded.{name}" for name in adds]
     updates += [f"{name} = excluded.{name}" for name in _REPLACED if name in table.c]
-    return (
-        f"{_insert_sql(table, rows, mark)} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {', '.join(updates)}"
-    )
+    action = f"DO UPDATE SET {', '.join(updates)}" if updates else "DO NOTHING"
+    return f"{_insert_sql(table, rows, mark)} ON CONFLICT ({', '.join(keys)}) {action}"
 
 
 def _mark(conn: Connection) -> str:
@@ -137,12 +152,27 @@ class SummaryRows:
     counts: list[Row]
 
     @classmethod
-    def of(cls, recorded: Iterable[Event]) -> SummaryRows:
+    def of(cls, recorded: Sequence[Event]) -> SummaryRows:
+        if len(recorded) == 1:  # a turn's events are appended one by one: the common case
+            return cls.of_one(recorded[0])
         threads, actors, streams = tally(recorded)
         return cls(
             threads=[thread.values() for thread in threads],
-            actors=[(*key, n) for key, n in actors.items()],
+            actors=list(actors),
             counts=[(*key, n) for key, n in streams.items()],
+        )
+
+    @classmethod
+    def of_one(cls, event: Event) -> SummaryRows:
+        """:meth:`of` for one event, without the per-thread accumulators (same rows)."""
+        tenant = NO_TENANT if event.tenant_id is None else event.tenant_id
+        at = event.created_at or ""
+        # thread_summary column order: keys, events, counters, first/last index, first/last time
+        thread = (tenant, event.thread_id, 1, *_counts(event), event.index, event.index, at, at)
+        return cls(
+            threads=[thread],
+            actors=[(tenant, event.thread_id, event.actor)],
+            counts=[(tenant, event.stream_id, event.lane, 1)],
         )
 
     def by_table(self) -> tuple[tuple[Table, list[Row]], ...]:
@@ -151,11 +181,26 @@ class SummaryRows:
 
 def _execute_rows(conn: Connection, sql: str, rows: Sequence[Row]) -> None:
     """``sql`` (one row's statement) for each of ``rows``: one execute, or the driver's
-    executemany (a prepared statement reused on SQLite, one pipelined batch on psycopg)."""
-    if len(rows) == 1:
-        conn.exec_driver_sql(sql, rows[0])
-    elif rows:
-        conn.exec_driver_sql(sql, list(rows))
+    executemany (a prepared statement reused on SQLite, one pipelined batch on psycopg).
+
+    SQLite: on the driver connection itself (same connection, same transaction), since the
+    toolkit's per-statement bookkeeping (~7 us) costs more than SQLite's work for a one-row
+    upsert; driver errors are raised as the toolkit's, as every other statement's are.
+    """
+    if not rows:
+        return
+    if conn.dialect.name != "sqlite":
+        conn.exec_driver_sql(sql, rows[0] if len(rows) == 1 else list(rows))
+        return
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    try:
+        if len(rows) == 1:
+            driver.execute(sql, rows[0])
+        else:
+            driver.executemany(sql, rows)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise sa_exc.DBAPIError.instance(sql, rows, exc, conn.dialect.loaded_dbapi.Error) from exc
 
 
 def record(conn: Connection, recorded: Sequence[Event]) -> None:
