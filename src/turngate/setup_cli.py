@@ -39,6 +39,8 @@ APP_GRANTS: tuple[str, ...] = (
     "GRANT SELECT, INSERT ON events TO {role}",
     # The thread summary and counts are kept by every append, in the append's transaction.
     "GRANT SELECT, INSERT, UPDATE ON thread_summary, thread_actors, ledger_counts TO {role}",
+    # A thread's first append adds its id to the search table (a trigger on thread_summary).
+    "GRANT SELECT, INSERT ON thread_search TO {role}",
     "GRANT SELECT, INSERT ON api_keys TO {role}",
     "GRANT UPDATE (revoked_at) ON api_keys TO {role}",
     "GRANT SELECT, INSERT ON case_records TO {role}",

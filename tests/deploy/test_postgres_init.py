@@ -16,6 +16,7 @@ from tests.deploy.conftest import DEPLOY
 from tests.ledger.helpers import draft
 from tests.ledger.postgres import ThrowawayCluster, admin_connection, find_binaries
 from turngate.ledger import LedgerStore, verify_ledger
+from turngate.ledger.thread_list import ThreadFilter
 from turngate.security.keys import KeyStore
 from turngate.setup_cli import grant_app_role
 
@@ -70,11 +71,17 @@ def test_roles_script_creates_the_roles_and_the_ledger_database(cluster_url: URL
         store.append(draft("c-1"))
         assert verify_ledger(store).ok
         grant_app_role(store.engine, "turngate_app")  # what `turngate setup --app-role` does
+        with store.engine.connect() as conn:  # the owner created pg_trgm for the search index
+            indexes = conn.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'thread_search'"))
+            assert "thread_search_trigrams" in set(indexes.scalars())
     # The application role appends and reads, and cannot rewrite history.
     app_url = cluster_url.set(username="turngate_app", password="app-pw", database="turngate")
     with LedgerStore(app_url.render_as_string(hide_password=False)) as store:
         store.append(draft("c-2"))
+        store.append(draft("c-3", thread_id="a-new-thread"))  # its id goes to the search table
         assert verify_ledger(store).ok
+        page, _head = store.thread_page(ThreadFilter(None, q="new-thr"), limit=10)
+        assert [row.thread_id for row in page.threads] == ["a-new-thread"]
         created = KeyStore(store.engine).create("acme", "intent.write")
         assert KeyStore(store.engine).revoke(created.key.key_id)
         for statement in (

@@ -114,6 +114,12 @@ class PostgresServer:
             conn.execute(
                 sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(sql.Identifier(name))
             )
+        # pg_trgm in public, as a database would have it: the thread-id search index's operator
+        # class (created by the migration otherwise, in a test's own schema, dropped with it)
+        with admin_connection(self.admin_url.set(database=name)) as conn:
+            available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'")
+            if available.fetchone():
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
         return self.admin_url.set(database=name).render_as_string(hide_password=False)
 
     def drop_database(self, url: str) -> None:

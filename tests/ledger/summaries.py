@@ -13,7 +13,14 @@ from turngate.ledger import LedgerStore
 from turngate.ledger.rows import (
     event_from_row,
 )
-from turngate.ledger.schema import events, index_column, ledger_counts, thread_actors, thread_summary
+from turngate.ledger.schema import (
+    events,
+    index_column,
+    ledger_counts,
+    thread_actors,
+    thread_search,
+    thread_summary,
+)
 
 
 def all_events(store: LedgerStore) -> list[Event]:
@@ -22,7 +29,8 @@ def all_events(store: LedgerStore) -> list[Event]:
 
 
 def recompute(store: LedgerStore) -> dict[str, Any]:
-    """The three summary tables as a grouped pass over every event would fill them."""
+    """The summary tables as a grouped pass over every event would fill them (and the search
+    table: every thread key once)."""
     threads: dict[tuple[str, str], dict[str, Any]] = {}
     actors: set[tuple[str, str, str]] = set()
     counts: dict[tuple[str, str, str], int] = {}
@@ -47,7 +55,7 @@ def recompute(store: LedgerStore) -> dict[str, Any]:
         counts[(tenant, event.stream_id, event.lane)] = (
             counts.get((tenant, event.stream_id, event.lane), 0) + 1
         )
-    return {"threads": threads, "actors": actors, "counts": counts}
+    return {"threads": threads, "actors": actors, "counts": counts, "search": set(threads)}
 
 
 def stored(store: LedgerStore) -> dict[str, Any]:
@@ -61,7 +69,9 @@ def stored(store: LedgerStore) -> dict[str, Any]:
         }
         actors = {(r.tenant_key, r.thread_id, r.actor) for r in conn.execute(select(thread_actors))}
         counts = {(r.tenant_key, r.stream_id, r.lane): r.events for r in conn.execute(select(ledger_counts))}
-    return {"threads": threads, "actors": actors, "counts": counts}
+        search = [(r.tenant_key, r.thread_id) for r in conn.execute(select(thread_search))]
+    assert len(search) == len(set(search)), "a thread id indexed twice for the search"
+    return {"threads": threads, "actors": actors, "counts": counts, "search": set(search)}
 
 
 def _tenanted(d: EventDraft, tenant: str | None, actor: str) -> EventDraft:

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_empty_ledger_has_empty_summaries(store: LedgerStore) -> None:
-    assert stored(store) == {"threads": {}, "actors": set(), "counts": {}}
+    assert stored(store) == {"threads": {}, "actors": set(), "counts": {}, "search": set()}
 
 
 def test_summaries_equal_a_recomputation_after_mixed_appends(store: LedgerStore) -> None:

@@ -176,6 +176,28 @@ ledger_counts = Table(
     Column("events", BigInteger, nullable=False),
 )
 
+#: Every thread id once (per tenant), for the thread-id search: a trigram index finds the
+#: threads whose id contains a string without reading every summary row. Migration 0010 builds
+#: it per backend (SQLite: an FTS5 table with the ``trigram`` tokenizer; PostgreSQL: a table
+#: with a ``pg_trgm`` GIN index when the extension is available), and a trigger on
+#: ``thread_summary`` adds a row when a thread's summary row is first inserted (an append to a
+#: known thread writes nothing here). Outside ``metadata``: the schema diff cannot describe a
+#: virtual table, so ``outside_metadata`` names what it leaves out.
+SEARCH_TABLE = "thread_search"
+thread_search = Table(
+    SEARCH_TABLE,
+    MetaData(),
+    Column("tenant_key", Text, primary_key=True),
+    Column("thread_id", Text, primary_key=True),
+)
+
+
+def outside_metadata(name: str | None) -> bool:
+    """True for the objects the migrations build by hand (the search table, its index, its
+    trigger and, on SQLite, the FTS5 shadow tables), which a schema diff must skip."""
+    return name is not None and name.startswith(SEARCH_TABLE)
+
+
 #: ``events.c["index"]`` (``index`` is also a method name on column collections).
 index_column = events.c["index"]
 

@@ -7,6 +7,13 @@ straight to the next one; ``offset`` skips rows after that (kept for the web UI'
 ``total`` counts the tenant's summary rows that pass the filters, up to ``COUNT_CAP``: past it
 the answer says ``total_exact: false`` (a count of every match would read every summary row of
 the tenant, a cost that grows with the number of threads).
+
+A thread-id search (``q``) of at least three characters first asks the trigram index of
+``thread_search`` for the candidates; when there are at most ``SEARCH_CANDIDATES_MAX`` (a
+selective search) only their summary rows are read and sorted. A shorter or more common string
+walks the recency index as the other filters do: its matches are many, so the newest of them are
+near the start of the walk. Either way the exact condition (thread id contains ``q``) decides;
+the index only narrows what is read.
 """
 
 from __future__ import annotations
@@ -15,10 +22,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import CTE, ColumnElement, Select, Subquery, and_, exists, false, func, or_, select, union_all
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Select,
+    Subquery,
+    and_,
+    exists,
+    false,
+    func,
+    literal_column,
+    or_,
+    select,
+    union_all,
+)
 from sqlalchemy.engine import Connection
 
-from turngate.ledger.schema import ledger_counts, thread_actors, thread_summary
+from turngate.ledger.schema import ledger_counts, thread_actors, thread_search, thread_summary
 from turngate.ledger.summary import tenant_key
 
 #: Actors named per thread (``actor_count`` says how many there are).
@@ -28,6 +48,11 @@ COUNT_CAP = 1_000
 #: An unscoped caller's list merges the tenants' ranges up to this many tenants; past it, it
 #: reads the summary as one (every row, then the newest first).
 MERGED_TENANTS_MAX = 64
+#: The trigram index narrows a search of at least this many characters (shorter strings hold no
+#: trigram).
+SEARCH_INDEX_MIN_CHARS = 3
+#: A search with more candidates than this walks the recency index instead (see the module doc).
+SEARCH_CANDIDATES_MAX = 2_000
 DECISION_FILTERS = ("ALLOW", "DENY", "error", "pending")
 
 
@@ -107,11 +132,12 @@ def list_threads(
     """One page of threads, most recently active first (see the module doc)."""
     conditions = _conditions(wanted)
     tenants = _tenant_keys(conn, wanted)
+    candidates = _search_candidates(conn, wanted)
     s = thread_summary.c
     # One statement: the newest COUNT_CAP + 1 matches give the count and (nearly always) the
     # page, so the matching index entries are read once (a thread-id search reads each entry
     # of the summary once, not once to count and once more to page).
-    newest = _newest(tenants, conditions, [], 0, COUNT_CAP + 1).cte("newest")
+    newest = _newest(tenants, conditions, [], 0, COUNT_CAP + 1, candidates).cte("newest")
     seek = [newest.c.last_index < before] if before is not None else []
     page = select(newest).where(*seek).order_by(newest.c.last_index.desc()).offset(offset).limit(limit)
     found = (
@@ -122,7 +148,7 @@ def list_threads(
         # a page beyond the newest matches: seek to it
         seek = [s.last_index < before] if before is not None else []
         found = (
-            conn.execute(_with_rows(_newest(tenants, conditions, seek, offset, limit).subquery()))
+            conn.execute(_with_rows(_newest(tenants, conditions, seek, offset, limit, candidates).subquery()))
             .mappings()
             .all()
         )
@@ -169,18 +195,54 @@ def _tenant_keys(conn: Connection, wanted: ThreadFilter) -> list[str] | None:
     return keys if len(keys) <= MERGED_TENANTS_MAX else None
 
 
+def _search_candidates(conn: Connection, wanted: ThreadFilter) -> Subquery | None:
+    """The keys the trigram index gives for ``wanted.q`` (a superset of the matches), when the
+    index narrows the search: ``q`` long enough for it and at most ``SEARCH_CANDIDATES_MAX``
+    candidates (counted up to one more). None: walk the recency index instead."""
+    q = wanted.q
+    if not q or len(q) < SEARCH_INDEX_MIN_CHARS:
+        return None
+    c = thread_search.c
+    if conn.dialect.name == "sqlite":
+        # --- SQLite only: an FTS5 phrase is a substring for the trigram tokenizer (case folded,
+        # so a superset of LIKE's matches)
+        phrase = '"' + q.replace('"', '""') + '"'
+        found: ColumnElement[bool] = literal_column(thread_search.name).op("MATCH")(phrase)
+    else:
+        found = c.thread_id.contains(q, autoescape=True)
+    keys = select(c.tenant_key, c.thread_id).where(found)
+    if wanted.tenant_id is not None:
+        keys = keys.where(c.tenant_key == tenant_key(wanted.tenant_id))
+    counted = select(func.count()).select_from(keys.limit(SEARCH_CANDIDATES_MAX + 1).subquery())
+    if int(conn.execute(counted).scalar_one()) > SEARCH_CANDIDATES_MAX:
+        return None
+    return keys.subquery("candidates")
+
+
 def _newest(
     tenants: list[str] | None,
     conditions: list[ColumnElement[bool]],
     seek: list[ColumnElement[bool]],
     offset: int,
     limit: int,
+    candidates: Subquery | None = None,
 ) -> Select[Any]:
     """Keys of matching summary rows, most recently active first, ``offset`` / ``limit``.
 
     Each tenant's rows are a range of the (tenant_key, last_index) index read backwards; for
-    several tenants the ranges are merged (each contributes at most ``offset + limit``)."""
+    several tenants the ranges are merged (each contributes at most ``offset + limit``). With
+    ``candidates`` (a narrowing search), only their rows: primary-key lookups, then a sort."""
     s = thread_summary.c
+    if candidates is not None:  # the conditions hold the caller's tenant, if any
+        on_key = and_(s.tenant_key == candidates.c.tenant_key, s.thread_id == candidates.c.thread_id)
+        return (
+            select(s.tenant_key, s.thread_id, s.last_index)
+            .select_from(candidates.join(thread_summary, on_key))
+            .where(*conditions, *seek)
+            .order_by(s.last_index.desc())
+            .offset(offset)
+            .limit(limit)
+        )
 
     def walk(extra: list[ColumnElement[bool]], skip: int, take: int) -> Select[Any]:
         return (
