@@ -170,25 +170,26 @@ def _vacuum(store: LedgerStore) -> None:
 # --------------------------------------------------------------------------- appends
 
 
-def _events_only(conn: Any, event_rows: Any, _recorded: Any) -> None:
+def _events_only(conn: Any, event_rows: Any, _recorded: Any, _known_actors: Any = None) -> None:
     summary.insert_events(conn, event_rows)
 
 
 def append_latency(url: str, rounds: int, per_round: int) -> dict[str, Any]:
-    """Single-event appends (as the turn's ledger activity makes them), in interleaved rounds
-    with the summary maintained and with it switched off (:func:`summary.insert_events` in
-    place of :func:`summary.write_appended`); median ms each."""
+    """Single-event appends (as the turn's ledger activity makes them), ``rounds * per_round``
+    with the summary maintained and as many with it switched off (:func:`summary.insert_events`
+    in place of :func:`summary.write_appended`), alternating append by append (the order
+    swapped each round) so that drift in the machine's speed falls on both alike; median ms
+    each."""
     maintained = summary.write_appended
     timings: dict[str, list[float]] = {"with_summary": [], "without_summary": []}
     salt = f"{time.time_ns():x}"
     with LedgerStore(url) as store:
-        for r in range(rounds):
-            for mode in (
-                ("with_summary", "without_summary") if r % 2 == 0 else ("without_summary", "with_summary")
-            ):
-                summary.write_appended = maintained if mode == "with_summary" else _events_only
-                try:
-                    for k in range(per_round):
+        try:
+            for r in range(rounds):
+                for k in range(per_round):
+                    pair = ("with_summary", "without_summary")
+                    for mode in pair if (r + k) % 2 == 0 else pair[::-1]:
+                        summary.write_appended = maintained if mode == "with_summary" else _events_only
                         cid = f"append-{salt}-{r}-{mode}-{k}"
                         draft = EventDraft(
                             kind=EventKind.INTENT,
@@ -200,8 +201,8 @@ def append_latency(url: str, rounds: int, per_round: int) -> dict[str, Any]:
                         started = time.perf_counter()
                         store.append(draft)
                         timings[mode].append((time.perf_counter() - started) * 1000)
-                finally:
-                    summary.write_appended = maintained
+        finally:
+            summary.write_appended = maintained
     with_ms, without_ms = (statistics.median(timings[m]) for m in ("with_summary", "without_summary"))
     return {
         "with_summary_ms": round(with_ms, 2),

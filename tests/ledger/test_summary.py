@@ -240,7 +240,10 @@ def test_a_large_append_takes_the_many_statement_path(
         monkeypatch.setattr(summary, "PG_ONE_STATEMENT_MAX_PARAMS", budget)
         writes.clear()
         tables.clear()
-        store.append_many(turn_drafts(budget, thread="t-9", tenant="acme", outcome="pending"))
+        # a new actor each time: its row is written (a known one is skipped)
+        store.append_many(
+            turn_drafts(budget, thread="t-9", tenant="acme", actor=f"a-{budget}", outcome="pending")
+        )
         one_statement = store.dialect == "postgresql" and budget >= one_event_params
         assert writes == (["WITH"] if one_statement else ["INSERT"] * 4), budget
         if store.dialect == "sqlite":
@@ -270,3 +273,31 @@ def test_a_failing_summary_write_fails_the_whole_append(tmp_path: Path) -> None:
             store.append(draft("c-2"))
         assert store.head()[0] == 1
         assert stored(store) == before == recompute(store)
+
+
+def test_an_actor_row_rolled_back_is_written_again(tmp_path: Path) -> None:
+    """The store skips actor rows it saw committed; one whose append rolled back (here the
+    stream count refuses a new stream, after the actor row was written) is not one of them: the
+    next append of that actor in that thread writes it."""
+    import sqlite3
+
+    from turngate.ledger import LedgerError
+
+    path = tmp_path / "ledger.db"
+    with LedgerStore(f"sqlite:///{path}") as store:
+        store.append(draft("c-1"))  # thread-a, actor "user", stream "default"
+        with sqlite3.connect(path) as raw:
+            raw.execute(
+                "CREATE TRIGGER refuse_new_stream BEFORE INSERT ON ledger_counts "
+                "BEGIN SELECT RAISE(ABORT, 'stream refused'); END"
+            )
+        new_actor = draft("c-2", stream_id="audit").model_copy(update={"actor": "auditor"})
+        with pytest.raises(LedgerError, match="stream refused"):
+            store.append(new_actor)
+        assert stored(store) == recompute(store)
+        with sqlite3.connect(path) as raw:
+            raw.execute("DROP TRIGGER refuse_new_stream")
+        store.append(new_actor)
+        store.append(draft("c-3").model_copy(update={"actor": "auditor"}))  # known now: skipped
+        assert ("", "thread-a", "auditor") in stored(store)["actors"]
+        assert stored(store) == recompute(store)

@@ -99,6 +99,8 @@ class LedgerStore:
         self._memory = is_sqlite_memory(parsed)
         self._busy_timeout_ms = busy_timeout_ms
         self._write_lock = threading.Lock()
+        # actor rows this store saw committed: appends skip writing them again
+        self._known_actors = summary.KnownActors()
         # In-memory SQLite shares one connection between threads: serialize everything.
         self._shared_lock = threading.RLock() if self._memory else None
         self._marker_lock = threading.Lock()
@@ -207,7 +209,9 @@ class LedgerStore:
         for attempt in (1, 2):
             try:
                 with self._write("append") as conn:
-                    return self._append_locked(conn, drafts)
+                    recorded = self._append_locked(conn, drafts)
+                self._known_actors.committed(recorded)
+                return recorded
             except sa_exc.IntegrityError as exc:
                 # Unreachable while every writer takes the write lock; a writer that does not
                 # (another tool) can still race us: re-read once, then give up loudly.
@@ -246,7 +250,7 @@ class LedgerStore:
             # the events and the read-side summaries, in this transaction: only what was
             # inserted counts (on PostgreSQL one statement, so one notification per append)
             rows = [_positional(event_to_row(e)) for e in new_events]
-            summary.write_appended(conn, rows, new_events)
+            summary.write_appended(conn, rows, new_events, self._known_actors)
         return recorded
 
     # ----------------------------------------------------------------- point reads

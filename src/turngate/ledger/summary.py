@@ -22,7 +22,7 @@ Append cost matters here (every turn pays it), hence the single-event fast path 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -175,7 +175,7 @@ class SummaryRows:
             counts=[(tenant, event.stream_id, event.lane, 1)],
         )
 
-    def by_table(self) -> tuple[tuple[Table, list[Row]], ...]:
+    def by_table(self) -> tuple[tuple[Table, Sequence[Row]], ...]:
         return ((thread_summary, self.threads), (thread_actors, self.actors), (ledger_counts, self.counts))
 
 
@@ -203,25 +203,21 @@ def _execute_rows(conn: Connection, sql: str, rows: Sequence[Row]) -> None:
         raise sa_exc.DBAPIError.instance(sql, rows, exc, conn.dialect.loaded_dbapi.Error) from exc
 
 
-def record(conn: Connection, recorded: Sequence[Event]) -> None:
-    """Add ``recorded`` (the events an append just inserted, in index order) to the summaries,
-    in ``conn``'s transaction: one upsert per table."""
-    if not recorded:
-        return
-    mark = _mark(conn)
-    for table, rows in SummaryRows.of(recorded).by_table():
-        _execute_rows(conn, _upsert_sql(table, 1, mark), rows)
-
-
 def insert_events(conn: Connection, event_rows: Sequence[Row]) -> None:
     """Only the events, no summaries (``event_rows`` positional, in ``events`` column order)."""
     _execute_rows(conn, _insert_sql(events, 1, _mark(conn)), event_rows)
 
 
-def write_appended(conn: Connection, event_rows: Sequence[Row], recorded: Sequence[Event]) -> None:
+def write_appended(
+    conn: Connection,
+    event_rows: Sequence[Row],
+    recorded: Sequence[Event],
+    known_actors: KnownActors | None = None,
+) -> None:
     """Insert an append's new events (``event_rows``: ``recorded`` as positional rows in
     ``events`` column order) and add them to the summaries, in ``conn``'s transaction, in as
-    few statements as the backend allows.
+    few statements as the backend allows. Actor rows in ``known_actors`` (committed earlier)
+    are not written again.
 
     PostgreSQL: one statement (the event insert and two upserts as data-modifying CTEs ahead of
     the third upsert), so the summaries cost no round trip of their own; an append of thousands
@@ -231,14 +227,17 @@ def write_appended(conn: Connection, event_rows: Sequence[Row], recorded: Sequen
     statement's cache key than SQLite spends executing it.
     """
     summary_rows = SummaryRows.of(recorded)
-    parts = ((events, list(event_rows)), *summary_rows.by_table())
-    params = sum(len(rows) * len(table.columns) for table, rows in parts)
-    if conn.dialect.name == "postgresql" and params <= PG_ONE_STATEMENT_MAX_PARAMS:
+    if known_actors is not None:
+        summary_rows = known_actors.left_out(summary_rows)
+    parts = ((events, event_rows), *summary_rows.by_table())
+    if conn.dialect.name == "postgresql":
         # --- PostgreSQL only -------------------------------------------------------------------
-        shape = tuple(len(rows) for _table, rows in parts)
-        values = tuple(value for _table, rows in parts for row in rows for value in row)
-        conn.exec_driver_sql(_pg_one_statement(*shape), values)
-        return
+        params = sum(len(rows) * len(table.columns) for table, rows in parts)
+        if params <= PG_ONE_STATEMENT_MAX_PARAMS:
+            shape = tuple(len(rows) for _table, rows in parts)
+            values = tuple(value for _table, rows in parts for row in rows for value in row)
+            conn.exec_driver_sql(_pg_one_statement(*shape), values)
+            return
     mark = _mark(conn)
     _execute_rows(conn, _insert_sql(events, 1, mark), event_rows)
     for table, rows in summary_rows.by_table():
@@ -247,12 +246,43 @@ def write_appended(conn: Connection, event_rows: Sequence[Row], recorded: Sequen
 
 @lru_cache(maxsize=256)
 def _pg_one_statement(new_events: int, threads: int, actors: int, counts: int) -> str:
-    """PostgreSQL only: the event insert and the three upserts as one statement. Each table is
+    """PostgreSQL only: the event insert and the upserts as one statement. Each table is
     touched once and no key repeats within a VALUES list (``tally`` sums per key), as such a
-    statement requires. Built once per shape (one event per append is the common one)."""
+    statement requires; no actor rows (all known): no actors part. Built once per shape (one
+    event per append, with or without its actor row, are the common ones)."""
+    actors_part = f"summary_actors AS ({_upsert_sql(thread_actors, actors, '%s')}) " if actors else ""
     return (
         f"WITH new_events AS ({_insert_sql(events, new_events, '%s')}), "
-        f"summary_threads AS ({_upsert_sql(thread_summary, threads, '%s')}), "
-        f"summary_actors AS ({_upsert_sql(thread_actors, actors, '%s')}) "
+        f"summary_threads AS ({_upsert_sql(thread_summary, threads, '%s')})"
+        f"{', ' if actors_part else ' '}{actors_part}"
         f"{_upsert_sql(ledger_counts, counts, '%s')}"
     )
+
+
+class KnownActors:
+    """Actor rows a store has seen committed, so its appends need not write them again.
+
+    ``thread_actors`` rows are never updated or deleted (a set: see the module doc), so a row
+    once committed stays; an unknown key is simply written (``ON CONFLICT DO NOTHING``), as by
+    another process or after a restart. Keys are added only after their append commits, and the
+    set is emptied when it reaches ``limit`` (a bound on memory, not a correctness matter).
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._keys: set[tuple[str, str, str]] = set()
+        self._limit = limit
+
+    def left_out(self, rows: SummaryRows) -> SummaryRows:
+        """``rows`` without the actor rows already known."""
+        if not rows.actors or not self._keys:
+            return rows
+        unknown = [row for row in rows.actors if row not in self._keys]
+        return rows if len(unknown) == len(rows.actors) else replace(rows, actors=unknown)
+
+    def committed(self, recorded: Iterable[Event]) -> None:
+        """Remember the actor rows of ``recorded`` (events of a committed append, or found
+        already recorded by it)."""
+        keys = {(tenant_key(e.tenant_id), e.thread_id, e.actor) for e in recorded}
+        if len(self._keys) + len(keys) > self._limit:
+            self._keys.clear()
+        self._keys.update(keys)
