@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -54,6 +54,7 @@ from turngate.ledger.engine import (
     migrate,
     migration_lock,
 )
+from turngate.ledger.schema import thread_summary
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_PG_PREFIX = "turngate_bench_reads"
@@ -217,8 +218,10 @@ def append_latency(url: str, rounds: int, per_round: int) -> dict[str, Any]:
 Request = Callable[[int], tuple[str, dict[str, Any]]]
 
 
-def _requests(length: int, turns: int, base_turns: int) -> dict[str, Request]:
-    """Endpoint label -> (path, params) for call number k (another thread or page per call)."""
+def _requests(length: int, turns: int, base_turns: int, recency: list[int]) -> dict[str, Request]:
+    """Endpoint label -> (path, params) for call number k (another thread or page per call).
+    ``recency``: the threads' last indexes, newest first (a deep ``before`` is one of them, at
+    least 10 % deep and with a full page after it, so each size serves a full page)."""
     rng = random.Random(7)
     threads, base_threads = max(1, turns // 10), max(1, base_turns // 10)
     thread = lambda k: thread_name(base_threads, rng.randrange(threads))  # noqa: E731
@@ -246,7 +249,12 @@ def _requests(length: int, turns: int, base_turns: int) -> dict[str, Request]:
         "/ui/api/threads": lambda k: ("/ui/api/threads", {"limit": 50}),
         "/ui/api/threads ?before (deep)": lambda k: (
             "/ui/api/threads",
-            {"limit": 50, "before": rng.randrange(length // 10, length)},
+            {
+                "limit": 50,
+                "before": recency[
+                    rng.randrange(len(recency) // 10, max(len(recency) // 10 + 1, len(recency) - 50))
+                ],
+            },
         ),
         "/ui/api/threads ?q": lambda k: (
             "/ui/api/threads",
@@ -281,11 +289,17 @@ def _tail_ms(http: httpx.Client, params: dict[str, Any]) -> float:
 
 
 def time_reads(
-    base_url: str, headers: dict[str, str], length: int, turns: int, base_turns: int, calls: int
+    base_url: str,
+    headers: dict[str, str],
+    length: int,
+    turns: int,
+    base_turns: int,
+    calls: int,
+    recency: list[int],
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with httpx.Client(base_url=base_url, headers=headers, timeout=120) as http:
-        for label, request in _requests(length, turns, base_turns).items():
+        for label, request in _requests(length, turns, base_turns, recency).items():
             samples: list[float] = []
             for k in range(calls + 2):  # two warm-up calls
                 path, params = request(k)
@@ -309,8 +323,16 @@ async def serve_and_time(url: str, length: int, turns: int, base_turns: int, cal
     stack.STARTUP_TIMEOUT_S = max(stack.STARTUP_TIMEOUT_S, STARTUP_TIMEOUT_S)
     # keyless from loopback: `turngate dev`'s unscoped local caller (the ledger has no tenants;
     # the dev key would be tenant "dev" and see nothing)
+    recency = _thread_recency(url)
     async with start_turngate({"TURNGATE_LEDGER_URL": url}) as target:
-        return await asyncio.to_thread(time_reads, target.url, {}, length, turns, base_turns, calls)
+        return await asyncio.to_thread(time_reads, target.url, {}, length, turns, base_turns, calls, recency)
+
+
+def _thread_recency(url: str) -> list[int]:
+    """The threads' last indexes, most recently active first (from the thread summary)."""
+    with LedgerStore(url) as store, store.read_connection() as conn:
+        rows = conn.execute(select(thread_summary.c.last_index).order_by(thread_summary.c.last_index.desc()))
+        return [int(index) for (index,) in rows]
 
 
 # --------------------------------------------------------------------------- report

@@ -230,3 +230,36 @@ def test_a_filter_every_event_passes_pages_like_none_until_one_does_not(store: L
             len(acme),
             acme[offset : offset + 4],
         )
+
+
+@pytest.mark.parametrize(
+    ("decision", "index"), [("DENY", "ix_thread_summary_denied"), ("error", "ix_thread_summary_errors")]
+)
+def test_sparse_decision_filters_walk_their_own_partial_index(
+    store: LedgerStore, mixed: list[Event], decision: str, index: str
+) -> None:
+    """DENY and error: the walk reads the partial index of the threads that pass (so a filter few
+    threads pass does not read the whole summary)."""
+    from sqlalchemy import event
+
+    seen: list[tuple[str, Any]] = []
+
+    def keep(_conn: object, _cursor: object, statement: str, parameters: Any, *_args: object) -> None:
+        seen.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", keep)
+    try:
+        with store.read_connection() as conn:
+            list_threads(conn, ThreadFilter("acme", decision=decision), limit=2)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", keep)
+    [(statement, parameters)] = [(s, p) for s, p in seen if "newest" in s]
+    with store.read_connection() as conn:
+        if store.dialect == "sqlite":
+            plan = " ".join(
+                str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+        else:
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            plan = str(conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {statement}", parameters).scalar_one())
+    assert index in plan, plan

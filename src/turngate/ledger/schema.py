@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import RowMapping
 
@@ -132,6 +133,9 @@ budgets = Table(
 #: without one (a key column cannot be NULL; tenant ids are never empty, so "" is free).
 NO_TENANT = ""
 
+#: Counters whose "> 0" the thread list can filter on through a partial index of its own.
+SPARSE_FILTER_COUNTERS = ("denied", "errors")
+
 #: One row per (tenant, thread), maintained by every append in the append's own transaction, so
 #: it is exactly what a grouped query over the thread's events would say (tests recompute it).
 #: ``first_at`` / ``last_at`` are the times of the events at ``first_index`` / ``last_index``.
@@ -154,6 +158,20 @@ thread_summary = Table(
     # tenants' ranges: one index fewer for every append to move); thread_id in the index so a
     # thread-id search filters index entries, not table rows
     Index("ix_thread_summary_tenant_key_last_index_thread_id", "tenant_key", "last_index", "thread_id"),
+    # the same order for the threads a sparse, lasting filter selects (one DENY, one error): the
+    # thread list's walk reads only those; an append moves a thread's entry here only once the
+    # thread is in (ALLOW is too common to need one; "pending" is too short-lived to keep one)
+    *(
+        Index(
+            f"ix_thread_summary_{name}",
+            "tenant_key",
+            "last_index",
+            "thread_id",
+            sqlite_where=text(f"{name} > 0"),
+            postgresql_where=text(f"{name} > 0"),
+        )
+        for name in SPARSE_FILTER_COUNTERS
+    ),
 )
 
 #: Who took part in a thread: one row per (tenant, thread, actor), written by the actor's first

@@ -111,12 +111,16 @@ def _conditions(wanted: ThreadFilter) -> list[ColumnElement[bool]]:
         conditions.append(
             exists().where(a.tenant_key == s.tenant_key, a.thread_id == s.thread_id, a.actor == wanted.actor)
         )
+    # "> 0" spelled as SQL, not a bound parameter: a plan made for any value (PostgreSQL's
+    # generic plan of a prepared statement) can then still use the partial index for DENY and
+    # error (schema.SPARSE_FILTER_COUNTERS)
+    above_zero: ColumnElement[int] = literal_column("0")
     if wanted.decision == "ALLOW":
-        conditions.append(s.allowed > 0)
+        conditions.append(s.allowed > above_zero)
     elif wanted.decision == "DENY":
-        conditions.append(s.denied > 0)
+        conditions.append(s.denied > above_zero)
     elif wanted.decision == "error":
-        conditions.append(s.errors > 0)
+        conditions.append(s.errors > above_zero)
     elif wanted.decision == "pending":
         conditions.append(s.turns > s.allowed + s.denied)
     if wanted.since:
