@@ -69,15 +69,18 @@ def statements(store: LedgerStore) -> Iterator[list[str]]:
 
 
 def _search(store: LedgerStore, tenant: str | None, q: str, seen: list[str]) -> tuple[list[str], int]:
-    """The listed thread keys and the path taken, from the statements that read
-    ``thread_search``: 0 none (no index asked), 1 (asked; too many candidates: the walk), 2 (the
-    page read from the candidates; an empty page then counts in one more)."""
+    """The listed thread keys and the path taken: 0 (the index not asked), 1 (asked; too many
+    candidates: the recency walk), 2 (the page read from the candidates, which the index gave
+    once: later statements carry them as a VALUES list)."""
     seen.clear()
     with store.read_connection() as conn:
         page = list_threads(conn, ThreadFilter(tenant, q=q), limit=100)
     assert page.total == len(page.threads) and page.total_exact
-    reads = sum("thread_search" in statement for statement in seen)
-    return [f"{row.tenant_id or ''}/{row.thread_id}" for row in page.threads], min(reads, 2)
+    index_reads = sum(statement.startswith("SELECT thread_search.") for statement in seen)
+    assert index_reads <= 1, seen
+    from_candidates = any("candidates" in statement for statement in seen)
+    path = 2 if from_candidates else index_reads
+    return [f"{row.tenant_id or ''}/{row.thread_id}" for row in page.threads], path
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from sqlalchemy import (
     Select,
     Subquery,
     and_,
+    column,
     exists,
     false,
     func,
@@ -35,8 +36,11 @@ from sqlalchemy import (
     or_,
     select,
     union_all,
+    values,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import FromClause
+from sqlalchemy.types import Text
 
 from turngate.ledger.schema import ledger_counts, thread_actors, thread_search, thread_summary
 from turngate.ledger.summary import tenant_key
@@ -199,10 +203,13 @@ def _tenant_keys(conn: Connection, wanted: ThreadFilter) -> list[str] | None:
     return keys if len(keys) <= MERGED_TENANTS_MAX else None
 
 
-def _search_candidates(conn: Connection, wanted: ThreadFilter) -> Subquery | None:
-    """The keys the trigram index gives for ``wanted.q`` (a superset of the matches), when the
-    index narrows the search: ``q`` long enough for it and at most ``SEARCH_CANDIDATES_MAX``
-    candidates (counted up to one more). None: walk the recency index instead."""
+def _search_candidates(conn: Connection, wanted: ThreadFilter) -> FromClause | None:
+    """The keys the trigram index gives for ``wanted.q`` (a superset of the matches), as a
+    VALUES list, when the index narrows the search: ``q`` long enough for it and at most
+    ``SEARCH_CANDIDATES_MAX`` candidates (read up to one more). None: walk the recency index
+    instead. The index is read once per list: the keys travel with the statements that follow
+    (a trigram present in every thread id makes each read of the index cost a pass over its
+    entries for that trigram)."""
     q = wanted.q
     if not q or len(q) < SEARCH_INDEX_MIN_CHARS:
         return None
@@ -217,10 +224,13 @@ def _search_candidates(conn: Connection, wanted: ThreadFilter) -> Subquery | Non
     keys = select(c.tenant_key, c.thread_id).where(found)
     if wanted.tenant_id is not None:
         keys = keys.where(c.tenant_key == tenant_key(wanted.tenant_id))
-    counted = select(func.count()).select_from(keys.limit(SEARCH_CANDIDATES_MAX + 1).subquery())
-    if int(conn.execute(counted).scalar_one()) > SEARCH_CANDIDATES_MAX:
+    found_keys = conn.execute(keys.limit(SEARCH_CANDIDATES_MAX + 1)).all()
+    if len(found_keys) > SEARCH_CANDIDATES_MAX:
         return None
-    return keys.subquery("candidates")
+    if not found_keys:  # no thread id contains q (and a VALUES list cannot be empty)
+        return select(c.tenant_key, c.thread_id).where(false()).subquery("candidates")
+    listed = [(str(tenant), str(thread)) for tenant, thread in found_keys]
+    return values(column("tenant_key", Text), column("thread_id", Text), name="candidates").data(listed).cte()
 
 
 def _newest(
@@ -229,7 +239,7 @@ def _newest(
     seek: list[ColumnElement[bool]],
     offset: int,
     limit: int,
-    candidates: Subquery | None = None,
+    candidates: FromClause | None = None,
 ) -> Select[Any]:
     """Keys of matching summary rows, most recently active first, ``offset`` / ``limit``.
 
