@@ -9,6 +9,7 @@ marker's ``reason=`` says why).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,3 +85,19 @@ def db(ledger_url: str) -> Iterator[RawDb]:
         yield raw_db
     finally:
         raw_db.close()
+
+
+@pytest.fixture
+def app_role(postgres_server: postgres.PostgresServer) -> Iterator[str]:
+    """A login role with no privileges of its own (dropped afterwards)."""
+    role = f"tg_app_{uuid.uuid4().hex[:10]}"
+    with postgres.admin_connection(postgres_server.admin_url) as conn:
+        try:
+            conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        except Exception as error:  # not a superuser / no CREATEROLE on the user's server
+            pytest.skip(f"cannot create a role on {postgres_server.description}: {error}")
+    try:
+        yield role
+    finally:
+        with postgres.admin_connection(postgres_server.admin_url) as conn:
+            conn.execute(f'DROP ROLE IF EXISTS "{role}"')

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,6 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import exc, inspect, text
 
 from tests.ledger.helpers import RawDb, draft, raw, sqlite_url
-from tests.ledger.postgres import PostgresServer, admin_connection
 from turngate.ledger import LedgerStore, LedgerUnavailableError, verify_ledger
 from turngate.ledger.engine import (
     MIGRATIONS_DIR,
@@ -173,22 +170,6 @@ def test_triggers_also_refuse_writes_through_the_engine(store: LedgerStore) -> N
     with pytest.raises(exc.DatabaseError, match="append-only"), store.engine.begin() as conn:
         conn.execute(text("DELETE FROM events"))
     assert store.head()[0] == 1
-
-
-@pytest.fixture
-def app_role(postgres_server: PostgresServer) -> Iterator[str]:
-    """A login role with no privileges of its own (dropped afterwards)."""
-    role = f"tg_app_{uuid.uuid4().hex[:10]}"
-    with admin_connection(postgres_server.admin_url) as conn:
-        try:
-            conn.execute(f'CREATE ROLE "{role}" LOGIN')
-        except Exception as error:  # not a superuser / no CREATEROLE on the user's server
-            pytest.skip(f"cannot create a role on {postgres_server.description}: {error}")
-    try:
-        yield role
-    finally:
-        with admin_connection(postgres_server.admin_url) as conn:
-            conn.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 @pytest.mark.backends("postgresql")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import string
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -34,6 +33,7 @@ THREADS = [
     ("globex", "日本"),
 ]
 
+SEARCH = "thread_search"
 _ASCII_FOLD = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
@@ -127,16 +127,12 @@ def test_too_many_candidates_walk_the_recency_index_with_the_same_answer(
 
 @pytest.mark.backends("postgresql", reason="pg_trgm is a PostgreSQL extension")
 def test_without_pg_trgm_the_search_still_answers_and_says_why(
-    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+    postgres_server: PostgresServer, app_role: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A role that may not create extensions migrates a database without pg_trgm: the search
     table has no trigram index, a warning says why and how to add it, searches answer the same."""
-    name = f"tg_noext_{uuid.uuid4().hex[:10]}"
+    name = app_role
     with admin_connection(postgres_server.admin_url) as conn:
-        try:
-            conn.execute(f'CREATE ROLE "{name}" LOGIN')
-        except Exception as error:  # not a superuser / no CREATEROLE on the user's server
-            pytest.skip(f"cannot create a role on {postgres_server.description}: {error}")
         conn.execute(f'CREATE DATABASE "{name}"')  # owned by the admin: no CREATE for the role
     try:
         with admin_connection(postgres_server.admin_url.set(database=name)) as conn:
@@ -162,4 +158,3 @@ def test_without_pg_trgm_the_search_still_answers_and_says_why(
     finally:
         with admin_connection(postgres_server.admin_url) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'DROP ROLE IF EXISTS "{name}"')
