@@ -17,7 +17,7 @@ from turngate.ledger.engine import (
     MIGRATIONS_DIR,
     normalize_url,
 )
-from turngate.ledger.schema import metadata, outside_metadata
+from turngate.ledger.schema import in_schema_diff, metadata
 
 
 def _head_revision() -> str:
@@ -53,13 +53,9 @@ def test_migrations_run_twice_safely(ledger_url: str, db: RawDb) -> None:
     assert db.scalar("SELECT count(*) FROM alembic_version") == 1
 
 
-def _described(name: str | None, _type: str, _parents: object) -> bool:
-    return not outside_metadata(name)
-
-
 def test_migrated_schema_matches_the_table_definitions(store: LedgerStore) -> None:
     with store.engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"include_name": _described})
+        context = MigrationContext.configure(conn, opts={"include_name": in_schema_diff})
         diff = compare_metadata(context, metadata)
     assert diff == []
 

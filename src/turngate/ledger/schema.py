@@ -216,6 +216,11 @@ def outside_metadata(name: str | None) -> bool:
     return name is not None and name.startswith(SEARCH_TABLE)
 
 
+def in_schema_diff(name: str | None, _type: str, _parents: object) -> bool:
+    """alembic's ``include_name`` hook: everything but what :func:`outside_metadata` names."""
+    return not outside_metadata(name)
+
+
 #: ``events.c["index"]`` (``index`` is also a method name on column collections).
 index_column = events.c["index"]
 

@@ -165,7 +165,7 @@ class SummaryRows:
     @classmethod
     def of_one(cls, event: Event) -> SummaryRows:
         """:meth:`of` for one event, without the per-thread accumulators (same rows)."""
-        tenant = NO_TENANT if event.tenant_id is None else event.tenant_id
+        tenant = tenant_key(event.tenant_id)
         at = event.created_at or ""
         # thread_summary column order: keys, events, counters, first/last index, first/last time
         thread = (tenant, event.thread_id, 1, *_counts(event), event.index, event.index, at, at)
@@ -219,8 +219,8 @@ def write_appended(
     few statements as the backend allows. Actor rows in ``known_actors`` (committed earlier)
     are not written again.
 
-    PostgreSQL: one statement (the event insert and two upserts as data-modifying CTEs ahead of
-    the third upsert), so the summaries cost no round trip of their own; an append of thousands
+    PostgreSQL: one statement (the event insert and the upserts as data-modifying CTEs ahead of
+    the stream count's upsert), so the summaries cost no round trip of their own; an append of thousands
     of events or threads (past ``PG_ONE_STATEMENT_MAX_PARAMS``) takes a statement per table.
     SQLite: a statement per table (in-process calls). Every statement is prebuilt SQL in the
     driver's placeholders, executed as is: the toolkit would otherwise spend longer building a
@@ -250,13 +250,13 @@ def _pg_one_statement(new_events: int, threads: int, actors: int, counts: int) -
     touched once and no key repeats within a VALUES list (``tally`` sums per key), as such a
     statement requires; no actor rows (all known): no actors part. Built once per shape (one
     event per append, with or without its actor row, are the common ones)."""
-    actors_part = f"summary_actors AS ({_upsert_sql(thread_actors, actors, '%s')}) " if actors else ""
-    return (
-        f"WITH new_events AS ({_insert_sql(events, new_events, '%s')}), "
-        f"summary_threads AS ({_upsert_sql(thread_summary, threads, '%s')})"
-        f"{', ' if actors_part else ' '}{actors_part}"
-        f"{_upsert_sql(ledger_counts, counts, '%s')}"
-    )
+    parts = [
+        f"new_events AS ({_insert_sql(events, new_events, '%s')})",
+        f"summary_threads AS ({_upsert_sql(thread_summary, threads, '%s')})",
+    ]
+    if actors:
+        parts.append(f"summary_actors AS ({_upsert_sql(thread_actors, actors, '%s')})")
+    return f"WITH {', '.join(parts)} {_upsert_sql(ledger_counts, counts, '%s')}"
 
 
 class KnownActors:

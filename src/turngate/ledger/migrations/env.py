@@ -18,7 +18,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from turngate.ledger.schema import metadata, outside_metadata
+from turngate.ledger.schema import in_schema_diff, metadata
 
 config = context.config
 
@@ -32,7 +32,7 @@ def _run(connection: Connection) -> None:
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         # the search table is built by hand per backend (see schema.thread_search)
-        include_name=lambda name, _type, _parents: not outside_metadata(name),
+        include_name=in_schema_diff,
         transaction_per_migration=False,
     )
     with context.begin_transaction():
