@@ -161,7 +161,8 @@ def uses_tool_messages(resolution: Resolution | None, client: ClientContext | No
     )
 
 
-def _client_message(message: ClientMessage) -> ChatMessage:
+def client_chat_message(message: ClientMessage) -> ChatMessage:
+    """A client context message as the prompt sends it."""
     return ChatMessage(
         role=message.role,
         content=message.content,
@@ -293,7 +294,7 @@ def assemble(
     messages: list[ChatMessage] = []
     if system_prompt:
         messages.append(ChatMessage(role="system", content=system_prompt))
-    messages += [_client_message(message) for message in client_messages]
+    messages += [client_chat_message(message) for message in client_messages]
     artifacts: dict[int, dict[str, Any]] = {}
     for item in kept:
         if item.pointer is not None:  # an offloaded text is one message

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from turngate.core.events import Event
 from turngate.core.model_aliases import (
@@ -29,9 +29,12 @@ from turngate.core.model_aliases import (
     SpendError,
     models_digest,
 )
+from turngate.core.spend_estimate import ESTIMATE_RULE_REQUEST, intent_tokens
 
 REASON_BUDGET_EXCEEDED = "budget.exceeded"
 REASON_PRICE_UNKNOWN = "budget.price_unknown"
+#: An EXECUTION ``spend`` entry's ``settled_from`` when the answer came without usage.
+SETTLED_FROM_ESTIMATE = "estimate"
 Period = Literal["day", "month", "window"]
 PERIODS: tuple[str, ...] = ("day", "month", "window")
 
@@ -152,9 +155,20 @@ def _int(value: Any) -> int:
 
 
 def recorded_spend(payload: Mapping[str, Any]) -> tuple[int, int]:
-    """What one EXECUTION spent: its usage tokens and its recorded cost (0 without a price)."""
+    """What one EXECUTION spent: its usage tokens and its recorded cost (0 without a price); an
+    answer whose usage was not reported, what its spend entry settled at (its estimate)."""
     spend = payload.get("spend")
+    if isinstance(spend, Mapping) and spend.get("settled_from") == SETTLED_FROM_ESTIMATE:
+        return _int(spend.get("tokens")), _int(spend.get("cost_micros"))
     return execution_tokens(payload), _int(spend.get("cost_micros")) if isinstance(spend, Mapping) else 0
+
+
+def usage_reported(usage: Mapping[str, Any]) -> bool:
+    """Whether the provider reported both input and output tokens."""
+    return all(
+        isinstance(value := usage.get(name), int) and not isinstance(value, bool)
+        for name in ("input_tokens", "output_tokens")
+    )
 
 
 def _reserve_of(payload: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -237,6 +251,20 @@ class CandidatePlan(_Frozen):
     refused_by: int | None = None  # the budget_id that refused it
 
 
+class SpendEstimate(_Frozen):
+    """How the input estimate was made (rule ``request.utf8/3``: everything sent, in two parts;
+    :mod:`turngate.core.spend_estimate`). A plan without it used the first rule: the user
+    message's characters / 3."""
+
+    rule: Literal["request.utf8/3"] = ESTIMATE_RULE_REQUEST
+    intent_tokens: int = Field(ge=0)
+    context_tokens: int = Field(ge=0)
+
+    @property
+    def input_tokens(self) -> int:
+        return self.intent_tokens + self.context_tokens
+
+
 class SpendPlan(_Frozen):
     """The DECISION's ``spend`` entry."""
 
@@ -250,6 +278,14 @@ class SpendPlan(_Frozen):
     candidates: tuple[CandidatePlan, ...]
     budgets: tuple[BudgetCheck, ...]
     reserve: Spend
+    estimate: SpendEstimate | None = None  # None: the first rule (recorded plans keep their bytes)
+
+    @model_serializer(mode="wrap")
+    def _without_first_rule_estimate(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("estimate") is None:
+            dumped.pop("estimate", None)
+        return dumped
 
     def admitted(self) -> list[str]:
         return [c.candidate for c in self.candidates if c.admitted]
@@ -266,7 +302,8 @@ def key_of(intent: Event) -> str | None:
 
 
 def estimate_input_tokens(message: str) -> int:
-    """A deliberately simple estimate, recomputable from the INTENT: characters / 3, rounded up."""
+    """The first rule's estimate (plans without ``estimate``): the user message's characters / 3,
+    rounded up. It leaves out everything else that is sent; new plans use :class:`SpendEstimate`."""
     return -(-len(message) // 3)
 
 
@@ -349,9 +386,11 @@ def plan_spend(
     key_id: str | None,
     message: str,
     max_tokens: int | None,
+    estimate: SpendEstimate | None = None,
 ) -> SpendPlan:
-    """The plan for a turn: ``candidates`` are ``(provider:model, available, reason)`` in order."""
-    input_tokens = estimate_input_tokens(message)
+    """The plan for a turn: ``candidates`` are ``(provider:model, available, reason)`` in order.
+    ``estimate``: the input estimate of everything sent; without it, the first rule's."""
+    input_tokens = estimate.input_tokens if estimate is not None else estimate_input_tokens(message)
     output_tokens = max_tokens or (models.output_reserve_tokens if models else DEFAULT_OUTPUT_RESERVE_TOKENS)
     planned = tuple(
         admit(
@@ -376,6 +415,7 @@ def plan_spend(
         candidates=planned,
         budgets=snapshot.checks if snapshot else (),
         reserve=reserve_for(planned),
+        estimate=estimate,
     )
 
 
@@ -398,11 +438,16 @@ def budget_denial(plan: SpendPlan) -> dict[str, Any] | None:
 
 
 def recheck_plan(
-    plan: SpendPlan, recounted: Mapping[int, tuple[Spend, Spend]], message: str, max_tokens: int | None
+    plan: SpendPlan,
+    recounted: Mapping[int, tuple[Spend, Spend]],
+    message: str,
+    max_tokens: int | None,
+    intent_payload: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Problems between a recorded plan and its recomputation: the spend of each budget
     (``recounted``: budget_id -> (settled, reserved) counted again from the ledger), the
-    estimate (from the INTENT), each candidate's admission and the reserve."""
+    estimate (from the INTENT, ``intent_payload``, under the rule the plan records), each
+    candidate's admission and the reserve."""
     problems: list[str] = []
     for check in plan.budgets:
         again = recounted.get(check.budget.budget_id)
@@ -414,8 +459,7 @@ def recheck_plan(
                 f"budget_mismatch: budget {check.budget.budget_id} recorded (settled, reserved) "
                 f"{recorded}, recomputed {(again[0].model_dump(), again[1].model_dump())}"
             )
-    if plan.estimate_input_tokens != estimate_input_tokens(message):
-        problems.append("budget_mismatch: the recorded input estimate is not the INTENT's")
+    problems += _estimate_problems(plan, message, intent_payload)
     if max_tokens is not None and plan.estimate_output_tokens != max_tokens:
         problems.append("budget_mismatch: the recorded output estimate is not the INTENT's max_tokens")
     for candidate in plan.candidates:
@@ -433,3 +477,38 @@ def recheck_plan(
     if reserve_for(plan.candidates) != plan.reserve:
         problems.append("budget_mismatch: the recorded reserve does not recompute")
     return problems
+
+
+def _estimate_problems(plan: SpendPlan, message: str, intent_payload: Mapping[str, Any] | None) -> list[str]:
+    """The input estimate under the plan's own rule: the first rule recomputes from the message;
+    ``request.utf8/3`` recomputes its INTENT part and checks the sum (the part the gateway added
+    was counted from configuration and stored texts)."""
+    estimate = plan.estimate
+    if estimate is None:
+        if plan.estimate_input_tokens != estimate_input_tokens(message):
+            return ["budget_mismatch: the recorded input estimate is not the INTENT's"]
+        return []
+    problems = []
+    if intent_payload is None or estimate.intent_tokens != intent_tokens(intent_payload):
+        problems.append("budget_mismatch: the recorded estimate of what the INTENT sends does not recompute")
+    if plan.estimate_input_tokens != estimate.input_tokens:
+        problems.append("budget_mismatch: the recorded input estimate is not the sum of its parts")
+    return problems
+
+
+def settle(plan: SpendPlan, candidate: str, usage: Mapping[str, Any], answered: bool) -> dict[str, Any]:
+    """What an EXECUTION settles at: the usage the provider reported, priced with the DECISION's
+    prices. An answer without reported usage (a compatible server that ignores the usage option)
+    settles at no less than its candidate's estimate, marked ``settled_from: "estimate"``, when
+    the plan estimated everything sent (plans of the first rule settle as they always did)."""
+    input_tokens, output_tokens = _int(usage.get("input_tokens")), _int(usage.get("output_tokens"))
+    tokens = input_tokens + output_tokens
+    cost = cost_micros(plan.price_of(candidate), input_tokens, output_tokens)
+    if plan.estimate is None or not answered or usage_reported(usage):
+        return {"tokens": tokens, "cost_micros": cost}
+    estimate = next((c.estimate for c in plan.candidates if c.candidate == candidate), Spend())
+    return {
+        "tokens": max(tokens, estimate.tokens),
+        "cost_micros": max(cost, estimate.cost_micros),
+        "settled_from": SETTLED_FROM_ESTIMATE,
+    }

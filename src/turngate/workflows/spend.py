@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from turngate.core.assembly import Assembly
     from turngate.core.decision import DecisionOutcome
     from turngate.core.events import IntentEnvelope
     from turngate.core.model_aliases import (
@@ -30,16 +31,21 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.payloads import ExecutionPayload
     from turngate.core.spend import (
         REASON_BUDGET_EXCEEDED,
+        SpendEstimate,
         SpendPlan,
         budget_denial,
-        cost_micros,
         key_of,
         plan_spend,
+        settle,
     )
+    from turngate.core.spend_estimate import intent_tokens, sent_tokens
+    from turngate.workflows.decision_record import message_artifact
     from turngate.workflows.shared import BeginTurnResult, Boundary, ProviderCallInput, ProviderCallResult
 
 #: workflow.patched id: turns with an alias or a budget record a spend plan and may fall back.
 PATCH_GOVERNED_SPEND = "governed-spend"
+#: workflow.patched id: the estimate counts everything sent, so the plan is made after assembly.
+PATCH_SPEND_COUNTS_REQUEST = "spend-counts-request"
 #: Errors after which the next admitted candidate is tried (retryable ones, and the wall clock).
 FALLBACK_CODES = frozenset(
     {
@@ -115,6 +121,10 @@ def _model_for(requested: str | None, candidates: tuple[Candidate, ...]) -> Mode
     return ModelResolution(provider=provider, requested_model_id=requested, resolved_model_id=model, ok=True)
 
 
+def _governed(outcome: DecisionOutcome, route: Route, begin: BeginTurnResult) -> bool:
+    return outcome.allowed and (begin.spend is not None or route.alias is not None)
+
+
 def govern(
     outcome: DecisionOutcome,
     model: ModelResolution,
@@ -122,13 +132,45 @@ def govern(
     begin: BeginTurnResult,
     envelope: IntentEnvelope,
 ) -> tuple[DecisionOutcome, ModelResolution, SpendPlan | None]:
-    """The spend plan of an ALLOWed turn with an alias or a budget, recorded in the DECISION
-    under ``spend``; DENY ``budget.exceeded`` when budgets leave no candidate. The turn then
-    starts on its first admitted candidate."""
-    if not outcome.allowed or (begin.spend is None and route.alias is None):
+    """The spend plan of a turn recorded before everything sent was counted: its estimate is the
+    user message alone. A turn recorded since is planned after assembly, by :func:`govern_request`
+    (no plan here)."""
+    if not _governed(outcome, route, begin) or not workflow.patched(PATCH_GOVERNED_SPEND):
         return outcome, model, None
-    if not workflow.patched(PATCH_GOVERNED_SPEND):
+    if workflow.patched(PATCH_SPEND_COUNTS_REQUEST):
         return outcome, model, None
+    return _planned(outcome, model, route, begin, envelope, None)
+
+
+def govern_request(
+    outcome: DecisionOutcome,
+    model: ModelResolution,
+    route: Route,
+    begin: BeginTurnResult,
+    envelope: IntentEnvelope,
+    assembly: Assembly,
+    tools: list[dict[str, Any]],
+) -> tuple[DecisionOutcome, ModelResolution, SpendPlan | None]:
+    """The spend plan of an ALLOWed turn with an alias or a budget, its input estimate counted
+    over the assembled request (``tools``: the definitions offered), recorded in the DECISION
+    under ``spend``; DENY ``budget.exceeded`` when budgets leave no candidate, before anything is
+    sent. The turn then starts on its first admitted candidate."""
+    if not _governed(outcome, route, begin) or not workflow.patched(PATCH_SPEND_COUNTS_REQUEST):
+        return outcome, model, None
+    own = intent_tokens(begin.intent.payload)
+    sent = sent_tokens(assembly, tools, message_artifact(envelope))
+    estimate = SpendEstimate(intent_tokens=own, context_tokens=max(sent - own, 0))
+    return _planned(outcome, model, route, begin, envelope, estimate)
+
+
+def _planned(
+    outcome: DecisionOutcome,
+    model: ModelResolution,
+    route: Route,
+    begin: BeginTurnResult,
+    envelope: IntentEnvelope,
+    estimate: SpendEstimate | None,
+) -> tuple[DecisionOutcome, ModelResolution, SpendPlan]:
     intent = begin.intent
     plan = plan_spend(
         alias=route.alias,
@@ -139,6 +181,7 @@ def govern(
         key_id=key_of(intent),
         message=envelope.message,
         max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
+        estimate=estimate,
     )
     record = outcome.record.model_copy(update={"spend": plan.model_dump(mode="json")})
     denial = budget_denial(plan)
@@ -158,7 +201,7 @@ async def execute_plan(
 ) -> Attempt:
     """Try the admitted candidates in order; move on only after a retryable error or timeout.
     The EXECUTION's ``spend`` names the candidate that answered, why each earlier one failed,
-    and its usage priced from the DECISION's recorded prices."""
+    and what it settles at (:func:`turngate.core.spend.settle`)."""
     admitted = plan.admitted()
     failed: list[dict[str, Any]] = []
     attempt: Attempt | None = None
@@ -180,14 +223,6 @@ async def execute_plan(
         break
     assert attempt is not None  # a plan admits at least one candidate (else the turn was denied)
     answer, payload = attempt
-    usage = payload.usage or {}
-    input_tokens = usage.get("input_tokens") or 0
-    output_tokens = usage.get("output_tokens") or 0
-    spend = {
-        "alias": plan.alias,
-        "candidate": candidate,
-        "failed": failed,
-        "tokens": input_tokens + output_tokens,
-        "cost_micros": cost_micros(plan.price_of(candidate), input_tokens, output_tokens),
-    }
+    spend = {"alias": plan.alias, "candidate": candidate, "failed": failed}
+    spend |= settle(plan, candidate, payload.usage or {}, answered=answer is not None)
     return answer, payload.model_copy(update={"spend": spend})

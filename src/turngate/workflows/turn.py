@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
         TurnInput,
         TurnResult,
     )
-    from turngate.workflows.spend import execute_plan, govern, resolve_route
+    from turngate.workflows.spend import execute_plan, govern, govern_request, resolve_route
     from turngate.workflows.turn_activities import (
         append_event,
         begin_turn,
@@ -181,6 +181,11 @@ class TurnWorkflow:
                 tool_results=client.tool_results if client is not None else (),
                 tool_messages=uses_tool_messages(resolution, client) and workflow.patched(PATCH_TOOL_LOOP),
             )
+            if plan is None:  # the budget check counts the request as assembled
+                outcome, model, plan = govern_request(
+                    outcome, model, route, begin, envelope, assembly, [spec.definition() for spec in offered]
+                )
+                assembly = assembly if outcome.allowed else None
         run_id = workflow.info().run_id
         if assembly is not None:
             manifest = build_manifest(

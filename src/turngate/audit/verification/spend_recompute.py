@@ -3,8 +3,8 @@ budget check recomputed from the ledger up to the recorded position (docs/BUDGET
 
 Recomputed: each budget record against the budget table, each budget's window, the spend
 counted before the position (the same :func:`turngate.ledger.budgets.recount` the worker ran),
-the estimate from the INTENT, each candidate's admission, the reserve, the decision the plan
-implies, and the EXECUTION's candidate and cost from its usage and the recorded prices.
+the estimate from the INTENT under the rule the plan records, each candidate's admission, the
+reserve, the decision the plan implies, and the EXECUTION's candidate and what it settled at.
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ from turngate.core.model_aliases import (
     split_candidate,
 )
 from turngate.core.spend import (
+    SETTLED_FROM_ESTIMATE,
     BudgetRecord,
     SpendPlan,
     budget_denial,
     budget_window,
-    cost_micros,
     key_of,
     parse_iso,
     recheck_plan,
+    settle,
+    usage_reported,
 )
 from turngate.ledger.budgets import recount
 from turngate.ledger.schema import budgets, events
@@ -67,7 +69,9 @@ def verify_spend(
     )
     body = intent.payload.get("payload") or {}
     budget = intent.payload.get("budget") or {}
-    problems += recheck_plan(plan, recounted, str(body.get("message", "")), budget.get("max_tokens"))
+    problems += recheck_plan(
+        plan, recounted, str(body.get("message", "")), budget.get("max_tokens"), intent.payload
+    )
     problems += _decision_problems(plan, payload)
     problems += _execution_problems(conn, plan, intent.correlation_id)
     return problems
@@ -127,8 +131,11 @@ def _execution_problems(conn: Connection, plan: SpendPlan, correlation_id: str) 
     if candidate not in plan.admitted():
         return [f"budget_mismatch: the EXECUTION ran on {candidate!r}, which the DECISION did not admit"]
     usage = execution.get("usage") if isinstance(execution.get("usage"), Mapping) else {}
-    input_tokens, output_tokens = usage.get("input_tokens") or 0, usage.get("output_tokens") or 0
-    again = cost_micros(plan.price_of(str(candidate)), input_tokens, output_tokens)
-    if spend.get("cost_micros") != again or spend.get("tokens") != input_tokens + output_tokens:
-        return [f"budget_mismatch: the EXECUTION's cost {spend.get('cost_micros')} recomputes to {again}"]
+    from_estimate = spend.get("settled_from") == SETTLED_FROM_ESTIMATE
+    if from_estimate and (plan.estimate is None or usage_reported(usage)):
+        return ["budget_mismatch: the EXECUTION settled at its estimate though usage was reported"]
+    again = settle(plan, str(candidate), usage, answered=from_estimate)
+    recorded = {key: spend.get(key) for key in again}
+    if recorded != again:
+        return [f"budget_mismatch: the EXECUTION's settlement {recorded} recomputes to {again}"]
     return []
