@@ -375,10 +375,12 @@ class FakeOpenAIServer(FakeLLMServer):
     def __init__(self, reply: str = DEFAULT_REPLY) -> None:
         super().__init__(reply)
         self.send_usage = True  # False: a compatible server that ignores stream_options
+        self.usage: tuple[int, int] | None = None  # (prompt, completion) to report instead of words
 
     def reset(self) -> None:
         super().reset()
         self.send_usage = True
+        self.usage = None
 
     @property
     def base_url(self) -> str:
@@ -428,10 +430,13 @@ class FakeOpenAIServer(FakeLLMServer):
         body = request.json
         model = str(body.get("model", ""))
         prompt = sum(words(str(m.get("content", ""))) for m in body.get("messages", []))
+        completion = words(self.reply)
+        if self.usage is not None:
+            prompt, completion = self.usage
         usage = {
             "prompt_tokens": prompt,
-            "completion_tokens": words(self.reply),
-            "total_tokens": prompt + words(self.reply),
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
         }
         if not body.get("stream"):
             self._send_json(

@@ -39,13 +39,22 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # A model alias (docs/BUDGETS.md): the DECISION records a spend plan, the provider step
     # runs through the candidate loop (both turns ask for the alias, see CHAT).
     "spend_alias": {"models_file": Path(__file__).parent / "spend_models.json"},
+    # The same, recorded since the spend plan counts the request as assembled (after the
+    # external refs and the assembly); the second turn also sends a client system message.
+    "spend_request": {"models_file": Path(__file__).parent / "spend_models.json"},
 }
 #: Inputs of the second turn per scenario (default: none).
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
     "tool_loop": {"client_context": {"tool_results": [{"tool_call_id": "call_1", "content": "4"}]}},
+    "spend_request": {
+        "client_context": {"messages": [{"role": "system", "content": "Be brief.", "source": "system"}]}
+    },
 }
 #: Intent fields a scenario's turns send.
-CHAT: dict[str, dict[str, object]] = {"spend_alias": {"requested_model_id": "pair"}}
+CHAT: dict[str, dict[str, object]] = {
+    "spend_alias": {"requested_model_id": "pair"},
+    "spend_request": {"requested_model_id": "pair"},
+}
 
 
 async def record(names: list[str]) -> None:

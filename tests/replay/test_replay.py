@@ -25,6 +25,7 @@ COMPATIBLE = [
     "local_provider_timeout",
     "tool_loop",
     "spend_alias",
+    "spend_request",
 ]
 
 

@@ -170,7 +170,9 @@ async def test_over_its_daily_token_budget_a_tenant_gets_a_recorded_deny_that_ve
 ) -> None:
     async with spend_stack(tmp_path, temporal_server, fakes) as s:
         with s.ledger() as ledger:
-            budget = BudgetStore(ledger).set("acme", period="day", max_tokens=20)
+            # The first turn's estimate (its request, 17, plus max_tokens) fits; with its usage
+            # settled, the second one's does not.
+            budget = BudgetStore(ledger).set("acme", period="day", max_tokens=30)
         budget_turn = {"budget": {"max_tokens": 10}}
         first = await s.turn("c-1", **budget_turn)
         used = first["execution"]["payload"]["usage"]
