@@ -1,6 +1,8 @@
 """Classify vendor SDK and transport failures into :class:`ProviderError`, where they are raised.
 
-One table for every provider (see docs/PROVIDERS.md):
+One table for every provider (see docs/PROVIDERS.md); whether a type is retryable comes from
+:data:`turngate.core.provider_errors.PROVIDER_ERROR_TYPES`, the one list the workflow derives
+its non-retryable and fallback codes from:
 
 ======================  =============================  =========
 HTTP status / failure   ``ProviderError.type``         retryable
@@ -36,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from turngate.core.provider_errors import is_retryable
 from turngate.providers.base import ProviderError
 
 # The vendor SDKs are imported by their providers, only when configured (~90 MB for openai and
@@ -59,18 +62,18 @@ REDACTED = "[redacted]"
 
 # Vendor error types (Anthropic's ``error.type``, OpenAI's ``error.type``/``code``) seen in error
 # events that arrive after a 200 response has started streaming.
-_STREAM_ERROR_TYPES: dict[str, tuple[str, bool]] = {
-    "overloaded_error": ("provider.overloaded", True),
-    "rate_limit_error": ("provider.rate_limited", True),
-    "rate_limit_exceeded": ("provider.rate_limited", True),
-    "api_error": ("provider.server_error", True),
-    "server_error": ("provider.server_error", True),
-    "timeout_error": ("provider.timeout", True),
-    "invalid_request_error": ("provider.bad_request", False),
-    "authentication_error": ("provider.auth", False),
-    "permission_error": ("provider.auth", False),
-    "not_found_error": ("provider.not_found", False),
-    "request_too_large": ("provider.request_too_large", False),
+_STREAM_ERROR_TYPES: dict[str, str] = {
+    "overloaded_error": "provider.overloaded",
+    "rate_limit_error": "provider.rate_limited",
+    "rate_limit_exceeded": "provider.rate_limited",
+    "api_error": "provider.server_error",
+    "server_error": "provider.server_error",
+    "timeout_error": "provider.timeout",
+    "invalid_request_error": "provider.bad_request",
+    "authentication_error": "provider.auth",
+    "permission_error": "provider.auth",
+    "not_found_error": "provider.not_found",
+    "request_too_large": "provider.request_too_large",
 }
 
 _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -133,30 +136,35 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: datetime | None
 
 def status_error_type(status: int) -> tuple[str, bool]:
     """``(ProviderError.type, retryable)`` for an HTTP status of a failed call."""
+    type_ = _status_type(status)
+    return type_, is_retryable(type_)
+
+
+def _status_type(status: int) -> str:
     if status == 400:
-        return "provider.bad_request", False
+        return "provider.bad_request"
     if status in (401, 403):
-        return "provider.auth", False
+        return "provider.auth"
     if status == 404:
-        return "provider.not_found", False
+        return "provider.not_found"
     if status == 408:
-        return "provider.timeout", True
+        return "provider.timeout"
     if status == 409:
-        return "provider.conflict", True
+        return "provider.conflict"
     if status == 413:
-        return "provider.request_too_large", False
+        return "provider.request_too_large"
     if status == 422:
-        return "provider.unprocessable", False
+        return "provider.unprocessable"
     if status == 429:
-        return "provider.rate_limited", True
+        return "provider.rate_limited"
     if status in (503, 529):
-        return "provider.overloaded", True
+        return "provider.overloaded"
     if 500 <= status <= 599:
-        return "provider.server_error", True
+        return "provider.server_error"
     if 400 <= status <= 499:
-        return "provider.client_error", False
+        return "provider.client_error"
     # A non-error status with an error (e.g. an error event inside a 200 stream): server side.
-    return "provider.server_error", True
+    return "provider.server_error"
 
 
 def classify_status(
@@ -170,7 +178,8 @@ def classify_status(
 ) -> ProviderError:
     """A :class:`ProviderError` for an HTTP failure (``error_type``: the vendor's, if known)."""
     if status < 400 and error_type in _STREAM_ERROR_TYPES:
-        type_, retryable = _STREAM_ERROR_TYPES[error_type]
+        type_ = _STREAM_ERROR_TYPES[error_type]
+        retryable = is_retryable(type_)
     else:
         type_, retryable = status_error_type(status)
     prefix = f"{vendor}: HTTP {status}" if status >= 400 else f"{vendor}: error in stream"
@@ -195,7 +204,9 @@ def classify_exception(
     sdk_exc: Any = exc
     if isinstance(exc, (*_sdk("APITimeoutError"), *_classes(_HTTPX_MODULES, "TimeoutException"))):
         return ProviderError(
-            "provider.timeout", _message(f"{vendor}: timed out", name, secrets), retryable=True
+            "provider.timeout",
+            _message(f"{vendor}: timed out", name, secrets),
+            retryable=is_retryable("provider.timeout"),
         )
     if isinstance(exc, _sdk("APIConnectionError")):
         return _connection_error(vendor, f"{name}: {_cause_text(exc)}", secrets)
@@ -213,7 +224,7 @@ def classify_exception(
         return ProviderError(
             "provider.invalid_response",
             _message(f"{vendor}: malformed response", name, secrets),
-            retryable=False,
+            retryable=is_retryable("provider.invalid_response"),
             status_code=sdk_exc.status_code,
         )
     if isinstance(exc, _classes(("openai",), "APIError")):  # an error event in a streamed 200 response
@@ -230,7 +241,7 @@ def classify_exception(
         return ProviderError(
             "provider.client_error",
             _message(f"{vendor}: {name}", str(exc), secrets),
-            retryable=False,
+            retryable=is_retryable("provider.client_error"),
         )
     if isinstance(exc, _classes(("ollama",), "ResponseError")):
         if sdk_exc.status_code < 0:  # {"error": ...} line inside the NDJSON stream
@@ -256,7 +267,7 @@ def _connection_error(vendor: str, detail: str, secrets: Iterable[str]) -> Provi
     return ProviderError(
         "provider.connection",
         _message(f"{vendor}: connection failed", detail, secrets),
-        retryable=True,
+        retryable=is_retryable("provider.connection"),
     )
 
 
