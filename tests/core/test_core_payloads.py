@@ -223,7 +223,7 @@ def test_execution_tool_calls() -> None:
 
 
 def test_execution_output_safety() -> None:
-    verdict = {"ok": False, "rule_id": "r1", "reason_code": "safety.blocked", "detail": "no"}
+    verdict = {"ok": False, "rule_id": "r1", "reason_code": "safety.blocklist", "detail": "no"}
     checked = answer("", safety=verdict, redacted_output=POINTER)
     withheld, stored = apply_checked_safety(ok(checked), checked)
     assert stored == {"redacted_output": POINTER}

@@ -36,7 +36,7 @@ from turngate.artifacts import ArtifactError, ArtifactStore, aget
 from turngate.artifacts.store import normalize_digest
 from turngate.core.canonical import digest_bytes
 from turngate.core.limits import TEXT_INLINE_LIMIT_BYTES, TEXT_PREVIEW_CHARS
-from turngate.core.safety import REDACTED_OUTPUT_KIND, SafetyVerdict, check_output, parse_safety_rules
+from turngate.core.safety import REDACTED_OUTPUT_KIND, SafetyRules, SafetyVerdict, check_output
 from turngate.providers.base import (
     ChatMessage,
     Provider,
@@ -234,7 +234,7 @@ class ProviderActivities:
             tool_calls=[tool_call_record(call) for call in calls],
             output_artifact=offloaded,
             output_truncated=offloaded is not None,
-            safety=verdict.model_dump(mode="json") if verdict is not None else None,
+            safety=verdict,
             redacted_output=redacted,
         )
 
@@ -268,9 +268,9 @@ class ProviderActivities:
         return pointer.model_dump(mode="json")
 
 
-def continues_preview(text: str, preview: Mapping[str, Any], pointer: Mapping[str, Any]) -> bool:
+def continues_preview(text: str, preview: ChatMessage, pointer: Mapping[str, Any]) -> bool:
     """Whether an offloaded text read back begins with the preview the turn recorded."""
-    if text.startswith(str(preview.get("content", ""))):
+    if text.startswith(preview.content):
         return True
     log.warning("artifact %s does not continue its preview; kept the preview", pointer.get("artifact_id"))
     return False
@@ -282,7 +282,7 @@ def provider_request(
     """The request a provider call sends (and a fault's prompt snapshot records): ``inp``'s
     messages, the offloaded earlier ones replaced by their whole texts (``history``, by
     position), the last one by ``full_message`` when the user message was offloaded."""
-    messages = [ChatMessage.model_validate(m) for m in inp.messages]
+    messages = list(inp.messages)
     for position, text in (history or {}).items():
         messages[position] = messages[position].model_copy(update={"content": text})
     if full_message is not None and messages[-1].role == "user":  # a tool loop ends with its results
@@ -297,11 +297,11 @@ def provider_request(
     )
 
 
-def _verdict(text: str, rules: dict[str, Any] | None) -> SafetyVerdict | None:
+def _verdict(text: str, rules: SafetyRules | None) -> SafetyVerdict | None:
     """The output safety verdict over the whole answer (None: no rules to check)."""
-    if not rules or not text:
+    if rules is None or not rules.rules or not text:
         return None
-    return check_output(text, parse_safety_rules(rules))
+    return check_output(text, rules)
 
 
 def tool_call_record(call: ToolCallChunk) -> dict[str, Any]:

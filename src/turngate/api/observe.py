@@ -143,7 +143,7 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
         "version": __version__,
         "interface_version": INTERFACE_VERSION,
         "intent_types": sorted(KNOWN_INTENT_TYPES | set(JOB_TYPES)),
-        "providers": boundary.provider_catalog,
+        "providers": boundary.provider_catalog.model_dump(mode="json"),
         "policy": {
             "module": boundary.policy_module,
             "object": boundary.policy_object,
@@ -152,7 +152,7 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
         "limits": {
             "max_body_bytes": settings.max_body_bytes,
             "max_message_bytes": settings.max_message_bytes,
-            "max_refs": boundary.context_config.get("context", {}).get("max_refs"),
+            "max_refs": boundary.context_config.context.max_refs,
             "llm_wall_clock_s": settings.llm_wall_clock_s,
             "llm_concurrency": settings.llm_concurrency,
             "turn_queue_max": settings.turn_queue_max,

@@ -23,7 +23,6 @@ from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
 from turngate.artifacts import open_artifact_store
 from turngate.core.policy import load_policy
-from turngate.core.prompt_layers import parse_prompt_config
 from turngate.jobs.cases.registry import CaseRegistry
 from turngate.jobs.domain.queues import job_concurrency, job_queues
 from turngate.jobs.workers import job_workers
@@ -74,7 +73,7 @@ async def running_worker(
     artifacts = open_artifact_store(settings.effective_artifacts)
     pins = None
     if settings.prompts_dir and boundary.prompt_config:
-        pins = PromptPins(settings.prompts_dir, parse_prompt_config(boundary.prompt_config), store, artifacts)
+        pins = PromptPins(settings.prompts_dir, boundary.prompt_config, store, artifacts)
     metrics = default_metrics()
     ledger = LedgerActivities(store, artifacts, boundary, pins, metrics)
     bus = open_token_bus(settings.effective_token_bus_url)

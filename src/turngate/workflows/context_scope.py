@@ -18,16 +18,14 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.decision import DecisionOutcome
     from turngate.core.events import Event
     from turngate.core.external import ExternalContext
-
-#: workflow.patched id: the context spec's schema version 2 (external refs in the digest scope).
-CONTEXT_SPEC_V2_PATCH = "context-spec-v2"
+    from turngate.workflows.patches import CONTEXT_SPEC_V2
 
 
 def spec_version(intent: Event) -> str:
     """Context spec v2 (external refs inside the digest) for a turn that declares external refs;
     histories recorded before it replay with v1, the version their DECISIONs recorded. A turn
     without external refs keeps v1 (and no patch marker)."""
-    if declares_external_refs(intent) and workflow.patched(CONTEXT_SPEC_V2_PATCH):
+    if declares_external_refs(intent) and workflow.patched(CONTEXT_SPEC_V2):
         return CONTEXT_SPEC_SCHEMA_V2
     return CONTEXT_SPEC_SCHEMA_V1
 

@@ -12,16 +12,15 @@ from typing import Any
 
 from turngate.core.payloads import ExecutionPayload
 from turngate.core.prompt_layers import PromptConfig
-from turngate.core.safety import check_output
+from turngate.core.safety import SafetyRules, check_output
 from turngate.workflows.shared import ProviderCallResult
 
 
-def output_safety_rules(prompts: PromptConfig | None) -> dict[str, Any] | None:
+def output_safety_rules(prompts: PromptConfig | None) -> SafetyRules | None:
     """The prompt pack's rules as the provider activity receives them (None: nothing to check)."""
     if prompts is None or not prompts.output_safety.rules:
         return None
-    rules: dict[str, Any] = prompts.output_safety.model_dump(mode="json")
-    return rules
+    return prompts.output_safety
 
 
 def apply_checked_safety(
@@ -32,10 +31,10 @@ def apply_checked_safety(
     if answer is None or answer.safety is None or payload.error:
         return payload, {}
     verdict = answer.safety
-    if verdict.get("ok"):
+    if verdict.ok:
         return payload, {}
     withheld = payload.model_copy(update={"output_artifact": None, "output_truncated": None}).redacted_by(
-        verdict.get("rule_id"), verdict.get("reason_code"), verdict.get("detail")
+        verdict.rule_id, verdict.reason_code, verdict.detail
     )
     snapshot = answer.redacted_output
     return withheld, ({"redacted_output": snapshot} if snapshot else {})

@@ -9,7 +9,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import SearchAttributeKey
 
+from turngate.core.context import ContextConfig
 from turngate.core.events import Event, EventDraft, IntentEnvelope
+from turngate.core.messages import ChatMessage
+from turngate.core.model_aliases import ModelsConfig
+from turngate.core.model_resolution import ProviderCatalog
+from turngate.core.prompt_layers import PromptConfig
+from turngate.core.safety import SafetyRules, SafetyVerdict
 from turngate.core.spend import (
     SpendSnapshot,
 )
@@ -47,23 +53,26 @@ class TurnInput(_Model):
 
 
 class Boundary(_Model):
-    """What the worker decides with, loaded once at worker start and recorded in history."""
+    """What the worker decides with, loaded once at worker start and recorded in history.
+
+    The configs are typed: validated once where the worker loads them and where a history is
+    decoded, never again per turn (the JSON is the same as the dicts recorded before)."""
 
     policy_module: str | None
     policy_object: str
-    context_config: dict[str, Any]
+    context_config: ContextConfig
     context_config_digest: str
-    provider_catalog: dict[str, Any]
+    provider_catalog: ProviderCatalog
     llm_task_queue: str
     llm_wall_clock_s: int
     provider_activity: str = "regular"  # regular | local (Settings.provider_activity)
     budget_tokens: int = 100_000
     token_estimator: str = "chars/3"  # the estimator in effect on the worker (after any fallback)
-    prompt_config: dict[str, Any] | None = None
+    prompt_config: PromptConfig | None = None
     # Settings.artifact_deadline_s: one step's artifact writes end by then (SYSTEM_ERROR past it)
     artifact_deadline_s: float = 15.0
     shadow_policies: tuple[str, ...] = ()  # module:object of each shadow policy (docs/POLICIES.md)
-    models: dict[str, Any] | None = None  # the models file: aliases and prices (docs/BUDGETS.md)
+    models: ModelsConfig | None = None  # the models file: aliases and prices (docs/BUDGETS.md)
 
 
 class ExternalRefsInput(_Model):
@@ -106,7 +115,7 @@ class ProviderCallInput(_Model):
     correlation_id: str
     provider: str
     model: str
-    messages: list[dict[str, Any]]  # ChatMessage dumps (a tool loop's carry tool calls)
+    messages: list[ChatMessage]  # a tool loop's carry tool calls
     # The conversation (gen_ai.conversation.id on the provider span); None in older histories.
     thread_id: str | None = None
     max_tokens: int | None = None
@@ -117,9 +126,9 @@ class ProviderCallInput(_Model):
     # Referenced messages and answers that were offloaded: message index -> pointer to the whole
     # text (the message itself holds the preview); the activity loads them.
     message_artifacts: dict[int, dict[str, Any]] = Field(default_factory=dict)
-    # The prompt pack's output safety rules (SafetyRules as JSON): the activity checks the whole
-    # answer before anything of it is offloaded or returned (None: no rules).
-    output_safety: dict[str, Any] | None = None
+    # The prompt pack's output safety rules: the activity checks the whole answer before
+    # anything of it is offloaded or returned (None: no rules).
+    output_safety: SafetyRules | None = None
 
 
 class ProviderCallResult(_Model):
@@ -134,10 +143,10 @@ class ProviderCallResult(_Model):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)  # [{id, name, arguments}]
     output_artifact: dict[str, Any] | None = None  # ArtifactPointer of the full text when offloaded
     output_truncated: bool = False
-    # The output safety verdict over the whole answer (SafetyVerdict as JSON; None: not checked).
-    # A violation returns no text and no output_artifact: the raw answer is only in the
-    # restricted redaction snapshot, ``redacted_output`` (snapshot retention).
-    safety: dict[str, Any] | None = None
+    # The output safety verdict over the whole answer (None: not checked). A violation returns
+    # no text and no output_artifact: the raw answer is only in the restricted redaction
+    # snapshot, ``redacted_output`` (snapshot retention).
+    safety: SafetyVerdict | None = None
     redacted_output: dict[str, Any] | None = None
 
 

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         resolve_model,
     )
     from turngate.core.payloads import ExecutionPayload
+    from turngate.core.provider_errors import FALLBACK_CODES
     from turngate.core.spend import (
         REASON_BUDGET_EXCEEDED,
         SpendEstimate,
@@ -40,24 +41,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from turngate.core.spend_estimate import intent_tokens, sent_tokens
     from turngate.workflows.decision_record import message_artifact
+    from turngate.workflows.patches import GOVERNED_SPEND, SPEND_COUNTS_REQUEST
     from turngate.workflows.shared import BeginTurnResult, Boundary, ProviderCallInput, ProviderCallResult
 
-#: workflow.patched id: turns with an alias or a budget record a spend plan and may fall back.
-PATCH_GOVERNED_SPEND = "governed-spend"
-#: workflow.patched id: the estimate counts everything sent, so the plan is made after assembly.
-PATCH_SPEND_COUNTS_REQUEST = "spend-counts-request"
-#: Errors after which the next admitted candidate is tried (retryable ones, and the wall clock).
-FALLBACK_CODES = frozenset(
-    {
-        "provider.timeout",
-        "provider.conflict",
-        "provider.rate_limited",
-        "provider.overloaded",
-        "provider.server_error",
-        "provider.connection",
-        "llm.timeout",
-    }
-)
 #: Provider attempts of the last candidate (Temporal retries); earlier ones get one attempt each,
 #: since the next candidate is their retry.
 LAST_CANDIDATE_ATTEMPTS = 3
@@ -135,9 +121,9 @@ def govern(
     """The spend plan of a turn recorded before everything sent was counted: its estimate is the
     user message alone. A turn recorded since is planned after assembly, by :func:`govern_request`
     (no plan here)."""
-    if not _governed(outcome, route, begin) or not workflow.patched(PATCH_GOVERNED_SPEND):
+    if not _governed(outcome, route, begin) or not workflow.patched(GOVERNED_SPEND):
         return outcome, model, None
-    if workflow.patched(PATCH_SPEND_COUNTS_REQUEST):
+    if workflow.patched(SPEND_COUNTS_REQUEST):
         return outcome, model, None
     return _planned(outcome, model, route, begin, envelope, None)
 
@@ -155,7 +141,7 @@ def govern_request(
     over the assembled request (``tools``: the definitions offered), recorded in the DECISION
     under ``spend``; DENY ``budget.exceeded`` when budgets leave no candidate, before anything is
     sent. The turn then starts on its first admitted candidate."""
-    if not _governed(outcome, route, begin) or not workflow.patched(PATCH_SPEND_COUNTS_REQUEST):
+    if not _governed(outcome, route, begin) or not workflow.patched(SPEND_COUNTS_REQUEST):
         return outcome, model, None
     own = intent_tokens(begin.intent.payload)
     sent = sent_tokens(assembly, tools, message_artifact(envelope))

@@ -249,13 +249,13 @@ def list_models(state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any
     """The models this gateway offers (the configured providers of ``/capabilities``)."""
     catalog = state.boundary.provider_catalog
     data = [
-        {"id": model, "object": "model", "created": 0, "owned_by": provider["name"]}
-        for provider in catalog.get("providers", [])
-        if provider.get("configured")
-        for model in provider.get("models", [])
+        {"id": model, "object": "model", "created": 0, "owned_by": provider.name}
+        for provider in catalog.providers
+        if provider.configured
+        for model in provider.models
     ]
     # Model aliases of the models file, each tried over its candidates (docs/BUDGETS.md).
-    aliases = (state.boundary.models or {}).get("aliases", {})
+    aliases = state.boundary.models.aliases if state.boundary.models else {}
     data += [
         {"id": alias, "object": "model", "created": 0, "owned_by": "turngate"} for alias in sorted(aliases)
     ]

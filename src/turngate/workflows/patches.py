@@ -1,0 +1,73 @@
+"""Every ``workflow.patched`` id the turn workflow asks, with what it guards and when it can go.
+
+A patch id is recorded in the history of each turn that took the new branch (a marker plus the
+``TemporalChangeVersion`` search attribute), and a turn recorded before it replays the old branch.
+An id is retired in two steps once no workflow recorded before it can still run or be replayed
+(turns last seconds; the bound is the namespace's history retention plus the recorded histories
+under tests/replay): first ``workflow.deprecate_patch(id)`` and the old branch deleted, then, after
+another retention period, the call itself. docs/WORKFLOW.md, "Workflow versions", lists the same.
+
+tests/replay/test_patches.py checks that every id the workflow code asks is registered here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The context spec's schema version 2: declared external refs inside the digest scope.
+CONTEXT_SPEC_V2 = "context-spec-v2"
+#: The offered tool definitions count against the token budget.
+TOOLS_IN_TOKEN_BUDGET = "tools-in-token-budget"
+#: Tool calls and tool results are sent as tool messages (a tool loop).
+TOOL_LOOP_MESSAGES = "tool-loop-messages"
+#: Turns with an alias or a budget record a spend plan and may fall back.
+GOVERNED_SPEND = "governed-spend"
+#: The spend estimate counts everything sent, so the plan is made after assembly.
+SPEND_COUNTS_REQUEST = "spend-counts-request"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One patch id: since when turns take its branch, what the old branch is, and its retirement."""
+
+    id: str
+    since: str  # the date the branch was introduced (recorded histories before it take the old one)
+    old_branch: str
+    retire: str
+
+
+REGISTER: tuple[Patch, ...] = (
+    Patch(
+        CONTEXT_SPEC_V2,
+        "2026-11-25",
+        "context spec v1 for turns with external refs (refs resolved outside the digest)",
+        "deprecate once no v1 turn with external refs can replay; the recorded history "
+        "allow_with_refs keeps v1 replayable until then",
+    ),
+    Patch(
+        TOOLS_IN_TOKEN_BUDGET,
+        "2026-11-25",
+        "tool definitions sent but not counted against the token budget",
+        "deprecate after one history retention period from 2026-11-25",
+    ),
+    Patch(
+        TOOL_LOOP_MESSAGES,
+        "2026-11-25",
+        "tool calls and results flattened into plain messages",
+        "deprecate after one history retention period from 2026-11-25 (tool_loop history)",
+    ),
+    Patch(
+        GOVERNED_SPEND,
+        "2026-11-25",
+        "no spend plan, no fallback",
+        "deprecate together with spend-counts-request (spend_alias history)",
+    ),
+    Patch(
+        SPEND_COUNTS_REQUEST,
+        "2026-11-27",
+        "spend plan before assembly, estimated on the user message alone",
+        "deprecate after one history retention period from 2026-11-27 (spend_request history)",
+    ),
+)
+
+PATCH_IDS: frozenset[str] = frozenset(patch.id for patch in REGISTER)

@@ -1,0 +1,231 @@
+"""TurnWorkflow's branches with fake activities registered under the real activity names, on a
+local Temporal dev server (the `temporal` CLI beside the venv's python; nothing is downloaded).
+
+The fakes keep a small in-memory ledger, so each test reads what the turn recorded and how many
+times the provider was called.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from tests.stack import envelope
+from turngate.core.context import ContextConfig, context_config_digest
+from turngate.core.events import Event, EventDraft, EventKind, parse_intent, seal
+from turngate.core.model_resolution import ProviderCatalog, ProviderEntry
+from turngate.devserver import find_temporal_cli, free_port
+from turngate.workflows.shared import (
+    SEARCH_ATTRIBUTES,
+    AppendInput,
+    BeginTurnInput,
+    BeginTurnResult,
+    Boundary,
+    ProviderCallInput,
+    ProviderCallResult,
+    TurnInput,
+    TurnResult,
+)
+from turngate.workflows.turn import TurnWorkflow
+from turngate.workflows.turn_activities import APPEND_EVENT, BEGIN_TURN, CALL_PROVIDER
+
+CATALOG = ProviderCatalog(
+    providers=(ProviderEntry(name="echo", models=("echo-1",), configured=True, offline=True),),
+    default_provider="echo",
+)
+
+
+@pytest.fixture(scope="module")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(find_temporal_cli()),
+        data_converter=pydantic_data_converter,
+        ip="127.0.0.1",
+        port=free_port(),
+        ui=False,
+        search_attributes=SEARCH_ATTRIBUTES,
+    ) as started:
+        yield started
+
+
+def _boundary(task_queue: str, policy: str = "turngate.policies.allow_all") -> Boundary:
+    return Boundary(
+        policy_module=policy,
+        policy_object="POLICY",
+        context_config=ContextConfig(),
+        context_config_digest=context_config_digest(ContextConfig()),
+        provider_catalog=CATALOG,
+        llm_task_queue=task_queue,
+        llm_wall_clock_s=10,
+    )
+
+
+Answer = Callable[[ProviderCallInput, int], ProviderCallResult]
+
+
+def _echo(inp: ProviderCallInput, attempt: int) -> ProviderCallResult:
+    return ProviderCallResult(
+        provider=inp.provider, model=inp.model, output_text=f"echo: {inp.messages[-1].content}"
+    )
+
+
+@dataclass
+class FakeTurnActivities:
+    """begin_turn / append_event / call_provider over an in-memory ledger."""
+
+    boundary: Boundary
+    answer: Answer = _echo
+    fail_appends_of: set[str] = field(default_factory=set)  # kinds whose artifacts cannot be stored
+    events: list[Event] = field(default_factory=list)
+    calls: list[ProviderCallInput] = field(default_factory=list)
+
+    def _append(self, draft: EventDraft) -> Event:
+        for event in self.events:
+            if event.correlation_id == draft.correlation_id and event.kind == draft.kind:
+                return event  # idempotent by (correlation_id, kind), as the ledger is
+        prev = self.events[-1].digest if self.events else None
+        event = seal(draft, len(self.events), prev)
+        self.events.append(event)
+        return event
+
+    def kinds(self, correlation_id: str) -> list[str]:
+        return [str(e.kind) for e in self.events if e.correlation_id == correlation_id]
+
+    def recorded(self, correlation_id: str, kind: str) -> Event:
+        return next(e for e in self.events if e.correlation_id == correlation_id and str(e.kind) == kind)
+
+    @activity.defn(name=BEGIN_TURN)
+    async def begin_turn(self, inp: BeginTurnInput) -> BeginTurnResult:
+        intent = self._append(inp.intent)
+        later = {
+            str(e.kind): e
+            for e in self.events
+            if e.correlation_id == intent.correlation_id and e.kind != EventKind.INTENT
+        }
+        return BeginTurnResult(intent=intent, candidates=[], boundary=self.boundary, recorded=later)
+
+    @activity.defn(name=APPEND_EVENT)
+    async def append_event(self, inp: AppendInput) -> Event:
+        if str(inp.draft.kind) in self.fail_appends_of and (inp.manifest is not None or inp.snapshots):
+            raise ApplicationError(
+                "the artifact store failed: disk full",
+                {"missing_pointers": ["manifest"]},
+                type="artifact.unavailable",
+                non_retryable=True,
+            )
+        return self._append(inp.draft)
+
+    @activity.defn(name=CALL_PROVIDER)
+    async def call_provider(self, inp: ProviderCallInput) -> ProviderCallResult:
+        self.calls.append(inp)
+        return self.answer(inp, activity.info().attempt)
+
+
+async def _run(
+    env: WorkflowEnvironment,
+    fakes: FakeTurnActivities,
+    body: dict[str, Any],
+    task_queue: str,
+) -> TurnResult:
+    async with Worker(
+        env.client,
+        task_queue=task_queue,
+        workflows=[TurnWorkflow],
+        activities=[fakes.begin_turn, fakes.append_event, fakes.call_provider],
+    ):
+        return await env.client.execute_workflow(
+            TurnWorkflow.run,
+            TurnInput(envelope=parse_intent(body)),
+            id=f"turn-{uuid.uuid4()}",
+            task_queue=task_queue,
+            execution_timeout=timedelta(seconds=60),
+        )
+
+
+def _setup(policy: str = "turngate.policies.allow_all", **kwargs: Any) -> tuple[FakeTurnActivities, str, str]:
+    task_queue = f"turns-{uuid.uuid4()}"
+    return FakeTurnActivities(_boundary(task_queue, policy), **kwargs), task_queue, f"c-{uuid.uuid4()}"
+
+
+async def test_an_allowed_turn_records_decision_then_execution(env) -> None:
+    fakes, queue, cid = _setup()
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.error_code) == ("ALLOW", None)
+    assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"]
+    assert result.execution is not None and result.execution.digest == fakes.recorded(cid, "EXECUTION").digest
+    assert len(fakes.calls) == 1
+    assert fakes.recorded(cid, "EXECUTION").payload["output_text"] == "echo: hello"
+
+
+async def test_a_policy_deny_never_calls_the_provider(env) -> None:
+    fakes, queue, cid = _setup("turngate.policies.deny_all")
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert result.decision == "DENY" and result.execution is None
+    assert fakes.kinds(cid) == ["INTENT", "DECISION"] and fakes.calls == []
+
+
+async def test_an_unknown_model_is_denied_at_decision_time(env) -> None:
+    fakes, queue, cid = _setup()
+    body = envelope("hello", correlation_id=cid, requested_model_id="nope:some-model")
+    result = await _run(env, fakes, body, queue)
+    assert (result.decision, result.reason_codes) == ("DENY", ["model.unavailable"])
+    assert fakes.calls == []
+
+
+async def test_a_malformed_client_context_is_denied(env) -> None:
+    fakes, queue, cid = _setup()
+    body = envelope("hello", correlation_id=cid, inputs={"client_context": {"messages": "not a list"}})
+    result = await _run(env, fakes, body, queue)
+    assert (result.decision, result.reason_codes) == ("DENY", ["intent.invalid_client_context"])
+    assert fakes.calls == []
+
+
+async def test_a_malformed_provider_response_is_not_retried(env) -> None:
+    def malformed(inp: ProviderCallInput, attempt: int) -> ProviderCallResult:
+        # Raised retryable on purpose: the workflow's retry policy alone must stop it.
+        raise ApplicationError("echo: malformed response", type="provider.invalid_response")
+
+    fakes, queue, cid = _setup(answer=malformed)
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.error_code) == ("ALLOW", "provider.invalid_response")
+    assert len(fakes.calls) == 1
+    assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"]
+
+
+async def test_a_retryable_provider_error_is_retried_then_answers(env) -> None:
+    def flaky(inp: ProviderCallInput, attempt: int) -> ProviderCallResult:
+        if attempt == 1:
+            raise ApplicationError("echo: HTTP 503", type="provider.overloaded")
+        return _echo(inp, attempt)
+
+    fakes, queue, cid = _setup(answer=flaky)
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.error_code) == ("ALLOW", None)
+    assert len(fakes.calls) == 2
+
+
+async def test_a_turn_complete_in_the_ledger_calls_nothing(env) -> None:
+    fakes, queue, cid = _setup()
+    body = envelope("only once", correlation_id=cid)
+    first = await _run(env, fakes, body, queue)
+    again = await _run(env, fakes, body, queue)
+    assert again.execution == first.execution and again.decision_event == first.decision_event
+    assert len(fakes.calls) == 1 and fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"]
+
+
+async def test_a_decision_whose_artifacts_fail_is_a_system_error_deny(env) -> None:
+    fakes, queue, cid = _setup(fail_appends_of={"DECISION"})
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.reason_codes) == ("DENY", ["SYSTEM_ERROR"])
+    assert fakes.calls == [] and fakes.kinds(cid) == ["INTENT", "DECISION"]
+    assert fakes.recorded(cid, "DECISION").payload["error"]["missing_pointers"] == ["manifest"]
