@@ -232,8 +232,7 @@ def test_execution_output_safety() -> None:
     assert apply_checked_safety(ok(passed), passed) == (ok(passed), {})
     same_bytes("execution.safety_ok", ok(passed))
     rules = SafetyRules(rules=(MaxLengthRule(id="len", type="max_length", max_chars=3),))
-    prompts: Any = type("Prompts", (), {"output_safety": rules})()
-    legacy, snapshots = apply_output_safety(ok(answer()), answer(), prompts)
+    legacy, snapshots = apply_output_safety(ok(answer()), answer(), rules)
     assert snapshots == {"redacted_output": "four"}
     same_bytes("execution.legacy_redacted", legacy)
 

@@ -1,6 +1,8 @@
 """Record TurnWorkflow histories for the replay tests (run once per deliberate workflow change):
 
-    .venv/bin/python -m tests.replay.record [NAME ...]     # default: every scenario
+    .venv/bin/python -m tests.replay.record NAME ...     # new scenarios only
+
+Recording an existing name overwrites its fixture: never do that (see below).
 
 Never re-record just to make a failing replay test pass: a failure means the workflow code is no
 longer compatible with turns already running; guard the change with workflow.patched() instead.
@@ -42,6 +44,11 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # The same, recorded since the spend plan counts the request as assembled (after the
     # external refs and the assembly); the second turn also sends a client system message.
     "spend_request": {"models_file": Path(__file__).parent / "spend_models.json"},
+    # Shape 2 (docs/WORKFLOW.md): an allowed turn's DECISION, provider call and EXECUTION in one
+    # activity (turngate.call_and_record), regular and local, and its wall clock running out.
+    "one_step": {},
+    "one_step_local": {"provider_activity": "local", "workflow_sandbox": False},
+    "one_step_timeout": {"llm_wall_clock_s": 1, "echo_delay_ms": 400},
 }
 #: Inputs of the second turn per scenario (default: none).
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
@@ -88,4 +95,6 @@ async def record(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record(sys.argv[1:] or list(SCENARIOS)))
+    if not sys.argv[1:]:
+        sys.exit("name the new scenarios to record; existing fixtures are never re-recorded")
+    asyncio.run(record(sys.argv[1:]))

@@ -29,6 +29,8 @@ from turngate.core.events import Event
 from turngate.core.external import ExternalContext
 from turngate.workflows.shared import (
     BeginTurnResult,
+    CallAndRecordInput,
+    CallAndRecordResult,
     ExternalRefsInput,
     ProviderCallInput,
     ProviderCallResult,
@@ -37,6 +39,7 @@ from turngate.workflows.turn import TurnWorkflow
 from turngate.workflows.turn_activities import (
     APPEND_EVENT,
     BEGIN_TURN,
+    CALL_AND_RECORD,
     CALL_PROVIDER,
     RESOLVE_EXTERNAL_REFS,
 )
@@ -44,12 +47,14 @@ from turngate.workflows.turn_activities import (
 INPUTS: dict[str, type[BaseModel]] = {
     CALL_PROVIDER: ProviderCallInput,
     RESOLVE_EXTERNAL_REFS: ExternalRefsInput,
+    CALL_AND_RECORD: CallAndRecordInput,
 }
 RESULTS: dict[str, type[BaseModel]] = {
     BEGIN_TURN: BeginTurnResult,
     APPEND_EVENT: Event,
     CALL_PROVIDER: ProviderCallResult,
     RESOLVE_EXTERNAL_REFS: ExternalContext,
+    CALL_AND_RECORD: CallAndRecordResult,
 }
 
 
@@ -132,8 +137,9 @@ async def test_replay_schedules_the_recorded_provider_input(name: str) -> None:
     )
     result = await replayer.replay_workflow(_history(name), raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
-    recorded = [data for activity, data in _recorded_payloads(name)[0] if activity == CALL_PROVIDER]
-    sent = [json.loads(arg.model_dump_json()) for activity, arg in _scheduled if activity == CALL_PROVIDER]
+    provider_steps = {CALL_PROVIDER, CALL_AND_RECORD}
+    recorded = [data for activity, data in _recorded_payloads(name)[0] if activity in provider_steps]
+    sent = [json.loads(arg.model_dump_json()) for activity, arg in _scheduled if activity in provider_steps]
     if recorded:  # a regular provider activity: its input is in the history
         assert [{key: call[key] for key in old} for call, old in zip(sent, recorded, strict=True)] == recorded
     assert next(activity for activity, _ in _scheduled) == BEGIN_TURN

@@ -26,6 +26,9 @@ COMPATIBLE = [
     "tool_loop",
     "spend_alias",
     "spend_request",
+    "one_step",
+    "one_step_local",
+    "one_step_timeout",
 ]
 
 

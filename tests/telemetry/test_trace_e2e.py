@@ -11,7 +11,7 @@ from tests.stack import envelope
 from tests.telemetry.wiring import traced_stack
 
 SECRET = "zebra-violet-4711"
-LAST_SPANS = ("RunActivity:turngate.call_provider", "chat echo-1", "CompleteWorkflow:TurnWorkflow")
+LAST_SPANS = ("RunActivity:turngate.call_and_record", "chat echo-1", "CompleteWorkflow:TurnWorkflow")
 
 
 async def finished(spans, names=LAST_SPANS, timeout: float = 10.0):
@@ -67,10 +67,11 @@ async def test_one_turn_is_one_trace_with_genai_and_decision_spans(settings, spa
     assert "POST /ingress/intent" in ancestors(found, one(found, "StartWorkflow:TurnWorkflow"))
     assert "StartWorkflow:TurnWorkflow" in ancestors(found, one(found, "RunWorkflow:TurnWorkflow"))
 
-    call = one(found, "RunActivity:turngate.call_provider")
+    # An allowed turn's DECISION, provider call and EXECUTION are one activity (docs/WORKFLOW.md).
+    call = one(found, "RunActivity:turngate.call_and_record")
     # TracingInterceptor: the workflow's StartActivity spans hang off the StartWorkflow span.
     assert ancestors(found, call)[:2] == [
-        "StartActivity:turngate.call_provider",
+        "StartActivity:turngate.call_and_record",
         "StartWorkflow:TurnWorkflow",
     ]
     genai = one(found, "chat echo-1")
@@ -89,7 +90,7 @@ async def test_one_turn_is_one_trace_with_genai_and_decision_spans(settings, spa
     assert genai.attributes["turngate.correlation_id"] == "c-tr"
     assert not genai.events  # no content without TURNGATE_TRACE_CONTENT
 
-    decision = one(found, "RunActivity:turngate.append_event", **{"turngate.event.kind": "DECISION"})
+    decision = one(found, "turngate.append_event DECISION", **{"turngate.event.kind": "DECISION"})
     attrs = decision.attributes
     assert attrs["turngate.decision"] == "ALLOW"
     assert attrs["turngate.reason_codes"] == ("policy.allow_all",)
@@ -100,10 +101,9 @@ async def test_one_turn_is_one_trace_with_genai_and_decision_spans(settings, spa
         "c-tr",
         "c-tr",
     )
-    assert ancestors(found, decision)[:2] == [
-        "StartActivity:turngate.append_event",
-        "StartWorkflow:TurnWorkflow",
-    ]
+    assert ancestors(found, decision)[:1] == ["RunActivity:turngate.call_and_record"]
+    execution = one(found, "turngate.append_event EXECUTION", **{"turngate.event.kind": "EXECUTION"})
+    assert "turngate.decision" not in execution.attributes
     intent = one(found, "RunActivity:turngate.begin_turn")
     assert (
         intent.attributes["turngate.event.kind"] == "INTENT" and "turngate.decision" not in intent.attributes

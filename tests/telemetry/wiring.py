@@ -15,6 +15,7 @@ from temporalio.worker import Worker
 
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
+from turngate.activities.turn_step import TurnStepActivities
 from turngate.artifacts import open_artifact_store
 from turngate.cli import _uvicorn_server
 from turngate.ledger import LedgerStore
@@ -47,7 +48,11 @@ async def traced_worker(settings: Settings, client: Client, metrics: TurngateMet
             activities=[ledger.begin_turn, ledger.append_event],
             activity_executor=executor,
         ),
-        Worker(client, task_queue=settings.llm_task_queue, activities=[calls.call_provider]),
+        Worker(
+            client,
+            task_queue=settings.llm_task_queue,
+            activities=[calls.call_provider, TurnStepActivities(store, ledger, calls).call_and_record],
+        ),
     ]
     tasks = [asyncio.create_task(w.run()) for w in workers]
     try:

@@ -25,19 +25,22 @@ from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.events import Event, EventDraft, EventKind, parse_intent, seal
 from turngate.core.model_resolution import ProviderCatalog, ProviderEntry
 from turngate.devserver import find_temporal_cli, free_port
+from turngate.workflows.execution_record import answered, executed
 from turngate.workflows.shared import (
     SEARCH_ATTRIBUTES,
     AppendInput,
     BeginTurnInput,
     BeginTurnResult,
     Boundary,
+    CallAndRecordInput,
+    CallAndRecordResult,
     ProviderCallInput,
     ProviderCallResult,
     TurnInput,
     TurnResult,
 )
 from turngate.workflows.turn import TurnWorkflow
-from turngate.workflows.turn_activities import APPEND_EVENT, BEGIN_TURN, CALL_PROVIDER
+from turngate.workflows.turn_activities import APPEND_EVENT, BEGIN_TURN, CALL_AND_RECORD, CALL_PROVIDER
 
 CATALOG = ProviderCatalog(
     providers=(ProviderEntry(name="echo", models=("echo-1",), configured=True, offline=True),),
@@ -58,8 +61,15 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         yield started
 
 
-def _boundary(task_queue: str, policy: str = "turngate.policies.allow_all") -> Boundary:
+def _boundary(
+    task_queue: str,
+    policy: str = "turngate.policies.allow_all",
+    shape: int = 1,
+    provider_activity: str = "regular",
+) -> Boundary:
     return Boundary(
+        turn_shape=shape,
+        provider_activity=provider_activity,
         policy_module=policy,
         policy_object="POLICY",
         context_config=ContextConfig(),
@@ -88,6 +98,9 @@ class FakeTurnActivities:
     fail_appends_of: set[str] = field(default_factory=set)  # kinds whose artifacts cannot be stored
     events: list[Event] = field(default_factory=list)
     calls: list[ProviderCallInput] = field(default_factory=list)
+    steps: int = 0  # call_and_record attempts
+    history_events: int = 0  # of the last turn run
+    lose_step_after: str | None = None  # call_and_record fails after appending this kind
 
     def _append(self, draft: EventDraft) -> Event:
         for event in self.events:
@@ -130,6 +143,23 @@ class FakeTurnActivities:
         self.calls.append(inp)
         return self.answer(inp, activity.info().attempt)
 
+    @activity.defn(name=CALL_AND_RECORD)
+    async def call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
+        self.steps += 1
+        decision = self._append(inp.decision.draft)
+        self._lose_after("DECISION")
+        answer = await self.call_provider(inp.call)
+        made = executed(inp.execution, inp.call, answer, answered(inp.execution.model, None, answer))
+        execution = self._append(
+            EventDraft.following(inp.decision.draft, EventKind.EXECUTION, made.payload.as_payload())
+        )
+        self._lose_after("EXECUTION")
+        return CallAndRecordResult(decision=decision, execution=execution)
+
+    def _lose_after(self, kind: str) -> None:
+        if self.lose_step_after == kind:  # what a step that dies past this point looks like
+            raise ApplicationError("the step was lost", type="ledger.conflict", non_retryable=True)
+
 
 async def _run(
     env: WorkflowEnvironment,
@@ -141,20 +171,29 @@ async def _run(
         env.client,
         task_queue=task_queue,
         workflows=[TurnWorkflow],
-        activities=[fakes.begin_turn, fakes.append_event, fakes.call_provider],
+        activities=[fakes.begin_turn, fakes.append_event, fakes.call_provider, fakes.call_and_record],
     ):
-        return await env.client.execute_workflow(
+        workflow_id = f"turn-{uuid.uuid4()}"
+        result = await env.client.execute_workflow(
             TurnWorkflow.run,
             TurnInput(envelope=parse_intent(body)),
-            id=f"turn-{uuid.uuid4()}",
+            id=workflow_id,
             task_queue=task_queue,
             execution_timeout=timedelta(seconds=60),
         )
+        fakes.history_events = len((await env.client.get_workflow_handle(workflow_id).fetch_history()).events)
+        return result
 
 
-def _setup(policy: str = "turngate.policies.allow_all", **kwargs: Any) -> tuple[FakeTurnActivities, str, str]:
+def _setup(
+    policy: str = "turngate.policies.allow_all",
+    shape: int = 1,
+    provider_activity: str = "regular",
+    **kwargs: Any,
+) -> tuple[FakeTurnActivities, str, str]:
     task_queue = f"turns-{uuid.uuid4()}"
-    return FakeTurnActivities(_boundary(task_queue, policy), **kwargs), task_queue, f"c-{uuid.uuid4()}"
+    boundary = _boundary(task_queue, policy, shape, provider_activity)
+    return FakeTurnActivities(boundary, **kwargs), task_queue, f"c-{uuid.uuid4()}"
 
 
 async def test_an_allowed_turn_records_decision_then_execution(env) -> None:
@@ -229,3 +268,40 @@ async def test_a_decision_whose_artifacts_fail_is_a_system_error_deny(env) -> No
     assert (result.decision, result.reason_codes) == ("DENY", ["SYSTEM_ERROR"])
     assert fakes.calls == [] and fakes.kinds(cid) == ["INTENT", "DECISION"]
     assert fakes.recorded(cid, "DECISION").payload["error"]["missing_pointers"] == ["manifest"]
+
+
+async def test_shape_one_records_each_step_apart(env) -> None:
+    fakes, queue, cid = _setup()
+    await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert fakes.steps == 0 and fakes.history_events == 15
+
+
+@pytest.mark.parametrize(("provider_activity", "events"), [("regular", 13), ("local", 8)])
+async def test_shape_two_decides_calls_and_records_in_one_step(env, provider_activity, events) -> None:
+    fakes, queue, cid = _setup(shape=2, provider_activity=provider_activity)
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.error_code) == ("ALLOW", None)
+    assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"]
+    assert result.execution is not None and result.execution.digest == fakes.recorded(cid, "EXECUTION").digest
+    assert (fakes.steps, len(fakes.calls), fakes.history_events) == (1, 1, events)
+
+
+async def test_shape_two_denies_as_shape_one(env) -> None:
+    fakes, queue, cid = _setup("turngate.policies.deny_all", shape=2)
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert result.decision == "DENY" and fakes.steps == 0 and fakes.kinds(cid) == ["INTENT", "DECISION"]
+
+
+async def test_a_step_lost_after_its_decision_still_ends_the_turn(env) -> None:
+    fakes, queue, cid = _setup(shape=2, lose_step_after="DECISION")
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.error_code) == ("ALLOW", "ledger.conflict")
+    assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"] and fakes.calls == []
+
+
+async def test_a_step_lost_after_its_execution_keeps_the_recorded_answer(env) -> None:
+    fakes, queue, cid = _setup(shape=2, lose_step_after="EXECUTION")
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.error_code) == ("ALLOW", None)
+    assert result.execution is not None and result.execution.digest == fakes.recorded(cid, "EXECUTION").digest
+    assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"] and len(fakes.calls) == 1

@@ -9,6 +9,7 @@ from turngate.prompts.token_estimators import resolve_estimator
 from turngate.providers.registry import provider_catalog
 from turngate.settings import Settings
 from turngate.spend.models_file import load_models_file
+from turngate.workflows.patches import CURRENT_TURN_SHAPE
 from turngate.workflows.shared import Boundary
 
 
@@ -35,4 +36,5 @@ def load_boundary(settings: Settings) -> Boundary:
         artifact_deadline_s=settings.artifact_deadline_s,
         shadow_policies=settings.shadow_policies,
         models=models,
+        turn_shape=CURRENT_TURN_SHAPE,
     )

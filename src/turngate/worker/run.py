@@ -21,6 +21,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from turngate.activities.external_refs import ExternalRefActivities
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
+from turngate.activities.turn_step import TurnStepActivities
 from turngate.artifacts import open_artifact_store
 from turngate.core.policy import load_policy
 from turngate.jobs.cases.registry import CaseRegistry
@@ -93,7 +94,8 @@ async def running_worker(
         ledger.append_event,
         external.resolve_external_refs,
     ]
-    turn_activities += [calls.call_provider] if local else []
+    steps = TurnStepActivities(store, ledger, calls)
+    turn_activities += [calls.call_provider, steps.call_and_record] if local else []
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
     workers = [
         Worker(
@@ -108,7 +110,7 @@ async def running_worker(
         Worker(
             client,
             task_queue=settings.llm_task_queue,
-            activities=[calls.call_provider],
+            activities=[calls.call_provider, steps.call_and_record],
             max_concurrent_activities=settings.llm_concurrency,
         ),
     ]

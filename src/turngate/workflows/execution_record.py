@@ -1,17 +1,56 @@
-"""The EXECUTION record of a turn: the provider's answer or its error, and the tool calls the
-workflow admitted of it. Pure functions of workflow data (deterministic, no I/O)."""
+"""The EXECUTION record of a turn: the provider's answer or its error, the tool calls admitted
+of it, the output safety verdict applied, and a fault's snapshots. Pure functions of workflow
+data (deterministic, no I/O): the workflow and the provider step that records its own EXECUTION
+make the same record from the same outcome."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 from turngate.core.model_resolution import ModelResolution
 from turngate.core.payloads import ExecutionPayload
+from turngate.core.safety import SafetyRules
 from turngate.core.tools import ToolSpec, admit_tool_calls, first_transition, next_phase_for
-from turngate.workflows.shared import ProviderCallResult
+from turngate.workflows.fault_snapshots import execution_snapshots
+from turngate.workflows.redaction import apply_checked_safety, apply_output_safety
+from turngate.workflows.shared import ExecutionContext, ProviderCallInput, ProviderCallResult
+
+
+@dataclass(frozen=True)
+class TurnExecution:
+    """The EXECUTION to record and the fault snapshots that go with it (``stored``: those the
+    provider activity already stored, by name)."""
+
+    payload: ExecutionPayload
+    snapshots: dict[str, str] = field(default_factory=dict)
+    stored: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def executed(
+    context: ExecutionContext,
+    call: ProviderCallInput,
+    answer: ProviderCallResult | None,
+    payload: ExecutionPayload,
+) -> TurnExecution:
+    """The EXECUTION of a provider call's outcome (``answer`` None: the call failed, ``payload``
+    says how)."""
+    if answer is not None:
+        payload = with_tool_calls(payload, answer.tool_calls, list(context.offered), context.inputs)
+    if context.exchanges_count is not None:
+        payload = payload.model_copy(update={"exchanges_count": context.exchanges_count})
+    debug = context.inputs.get("debug_snapshot") is True
+    snapshots = execution_snapshots(call, payload, context.external, debug=debug)
+    stored: dict[str, dict[str, Any]] = {}
+    if context.prompt_pack:
+        rules = context.output_safety if context.output_safety is not None else SafetyRules()
+        payload, redacted = apply_output_safety(payload, answer, rules)
+        snapshots |= redacted
+        payload, stored = apply_checked_safety(payload, answer)
+    return TurnExecution(payload=payload, snapshots=snapshots, stored=stored)
 
 
 def _started(model: ModelResolution, context_digest: str | None, **fields: Any) -> ExecutionPayload:
@@ -43,13 +82,15 @@ def answered(
 
 
 def call_failed(
-    model: ModelResolution, context_digest: str | None, exc: ActivityError | TimeoutError
+    model: ModelResolution, context_digest: str | None, exc: ActivityError | TimeoutError | ApplicationError
 ) -> ExecutionPayload:
     """The EXECUTION of a call that failed: no text, the structured error."""
     return _started(model, context_digest, output_text="", error=execution_error(exc, model.provider))
 
 
-def execution_error(exc: ActivityError | TimeoutError, provider: str | None) -> dict[str, Any]:
+def execution_error(
+    exc: ActivityError | TimeoutError | ApplicationError, provider: str | None
+) -> dict[str, Any]:
     """The structured, secret-free error an EXECUTION records. A local activity's timeout
     arrives wrapped in ActivityError when it happens and as a bare TimeoutError when replayed
     from its marker: both are the same outcome."""

@@ -71,3 +71,13 @@ REGISTER: tuple[Patch, ...] = (
 )
 
 PATCH_IDS: frozenset[str] = frozenset(patch.id for patch in REGISTER)
+
+# The turn's shape travels as data, not as a patch marker: ``Boundary.turn_shape``, which the
+# worker sets and begin_turn returns (recorded in its marker). A history without it is shape 1.
+#: Shape 1: DECISION append, provider call, EXECUTION append as three steps.
+TURN_SHAPE_THREE_STEPS = 1
+#: Shape 2: an allowed turn without a spend plan appends its DECISION, calls the provider and
+#: appends its EXECUTION in one activity (``turngate.call_and_record``).
+TURN_SHAPE_ONE_STEP = 2
+#: The shape a worker starts new turns in (worker/boundary.py).
+CURRENT_TURN_SHAPE = TURN_SHAPE_ONE_STEP

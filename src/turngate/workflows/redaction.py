@@ -41,7 +41,7 @@ def apply_checked_safety(
 
 
 def apply_output_safety(
-    payload: ExecutionPayload, answer: ProviderCallResult | None, prompts: PromptConfig
+    payload: ExecutionPayload, answer: ProviderCallResult | None, rules: SafetyRules
 ) -> tuple[ExecutionPayload, dict[str, str]]:
     """Deterministic output rules over an answer the provider activity did not check (histories
     recorded before it did): a violation keeps the raw answer out of the event (it goes to a
@@ -49,7 +49,7 @@ def apply_output_safety(
     text = payload.output_text
     if payload.error or not text or (answer is not None and answer.safety is not None):
         return payload, {}
-    verdict = check_output(text, prompts.output_safety)
+    verdict = check_output(text, rules)
     if verdict.ok:
         return payload, {}
     return payload.redacted_by(verdict.rule_id, verdict.reason_code, verdict.detail), {

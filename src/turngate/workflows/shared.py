@@ -11,15 +11,17 @@ from temporalio.common import SearchAttributeKey
 
 from turngate.core.context import ContextConfig
 from turngate.core.events import Event, EventDraft, IntentEnvelope
+from turngate.core.external import ExternalContext
 from turngate.core.messages import ChatMessage
 from turngate.core.model_aliases import ModelsConfig
-from turngate.core.model_resolution import ProviderCatalog
+from turngate.core.model_resolution import ModelResolution, ProviderCatalog
 from turngate.core.prompt_layers import PromptConfig
 from turngate.core.safety import SafetyRules, SafetyVerdict
 from turngate.core.spend import (
     SpendSnapshot,
 )
 from turngate.core.system_prompt import PromptContext
+from turngate.core.tools import ToolSpec
 
 # Search attributes that make turns findable in the Temporal UI (registered by the worker).
 SA_THREAD_ID = SearchAttributeKey.for_keyword("TurngateThreadId")
@@ -73,6 +75,10 @@ class Boundary(_Model):
     artifact_deadline_s: float = 15.0
     shadow_policies: tuple[str, ...] = ()  # module:object of each shadow policy (docs/POLICIES.md)
     models: ModelsConfig | None = None  # the models file: aliases and prices (docs/BUDGETS.md)
+    # The turn's shape (docs/WORKFLOW.md, "Workflow versions"): the worker sets the current one;
+    # histories recorded before the field carry none and replay as shape 1. Data in the
+    # begin_turn result, so choosing it costs no marker and no search-attribute write per turn.
+    turn_shape: int = 1
 
 
 class ExternalRefsInput(_Model):
@@ -165,3 +171,40 @@ class TurnResult(_Model):
     decision_event: RecordedEvent
     execution: RecordedEvent | None = None
     error_code: str | None = None
+
+
+class ExecutionContext(_Model):
+    """What makes the EXECUTION of a provider call's outcome, besides the call: the model and
+    the decision's context digest it records, the tools offered (only calls to them are
+    admitted), the intent's inputs (phase transitions, ``debug_snapshot``), the prompt pack's
+    output rules (``prompt_pack``: the turn ran with one), the exchange count and the external
+    context (fetch faults are snapshotted)."""
+
+    model: ModelResolution
+    context_digest: str | None
+    offered: tuple[ToolSpec, ...] = ()
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    prompt_pack: bool = False
+    output_safety: SafetyRules | None = None
+    exchanges_count: int | None = None
+    external: ExternalContext | None = None
+
+
+class CallAndRecordInput(_Model):
+    """An allowed turn's DECISION to append, the provider call to make, and how to record the
+    EXECUTION of its outcome (``manifest``: the EXECUTION's context manifest)."""
+
+    decision: AppendInput
+    call: ProviderCallInput
+    execution: ExecutionContext
+    manifest: dict[str, Any]
+    attempts: int  # the activity's maximum attempts: the last one records a retryable error
+    wall_clock_s: float  # the provider call's limit over all attempts (llm.timeout past it)
+
+
+class CallAndRecordResult(_Model):
+    """The turn's DECISION and EXECUTION as the ledger holds them (``execution`` None: the
+    recorded DECISION is a DENY, so nothing was called)."""
+
+    decision: Event
+    execution: Event | None = None

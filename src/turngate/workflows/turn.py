@@ -1,11 +1,14 @@
-"""TurnWorkflow: INTENT -> DECISION -> EXECUTION for one turn, as four named steps.
+"""TurnWorkflow: INTENT -> DECISION -> EXECUTION for one turn, as named steps.
 
 1. ``begin``: record the INTENT and read what deciding needs (a local activity);
 2. ``decide``: the policy and the turn's rules on recorded data, in workflow code
    (:func:`~turngate.workflows.turn_decide.decide_turn`), giving one frozen ``TurnDecision``;
-3. record the DECISION (a local activity); a DENY ends the turn here;
-4. ``execute``: the provider call (:func:`~turngate.workflows.turn_execute.execute_turn`), then
-   record its EXECUTION (a local activity).
+3. a DENY is recorded (a local activity) and ends the turn;
+4. an ALLOW: ``call_and_record`` appends the DECISION, calls the provider and appends the
+   EXECUTION in one activity (shape 2, docs/WORKFLOW.md); turns recorded as shape 1, and turns
+   with a spend plan (their fallback loop is workflow code), record the DECISION, call the
+   provider (:func:`~turngate.workflows.turn_execute.execute_turn`) and record the EXECUTION
+   as three steps.
 
 The ledger steps are local activities (short, idempotent, on this worker: fewer history events
 per turn); the provider call is a regular activity on its own task queue.
@@ -19,7 +22,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from turngate.artifacts.deadline import MAX_ARTIFACT_DEADLINE_S
@@ -27,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.manifest import build_manifest
     from turngate.core.payloads import SYSTEM_ERROR, DecisionPayload, ExecutionPayload
     from turngate.core.refs import ref_lookup_ids
+    from turngate.workflows.patches import TURN_SHAPE_ONE_STEP
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -39,7 +43,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from turngate.workflows.turn_activities import append_event, begin_turn
     from turngate.workflows.turn_decide import TurnDecision, decide_turn
-    from turngate.workflows.turn_execute import TurnExecution, execute_turn
+    from turngate.workflows.turn_execute import (
+        TurnExecution,
+        call_and_record_activity,
+        execute_turn,
+        failed_execution,
+    )
 
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
 # Steps that also write artifacts: their writes end by the boundary's artifact deadline (at most
@@ -73,6 +82,8 @@ class TurnWorkflow:
             # The turn is complete in the ledger: never call the provider twice for it.
             return self._already_recorded(begin.intent, begin.recorded)
         decision = await decide_turn(inp.envelope, begin)
+        if _one_step(begin, decision):
+            return await self._call_and_record(decision, inp.envelope, begin)
         result, stopped = await self._record_decision(decision)
         if stopped or not decision.proceeds:
             return result
@@ -94,6 +105,47 @@ class TurnWorkflow:
         self._recorded["INTENT"] = _recorded(begin.intent)
         return begin
 
+    async def _call_and_record(
+        self, decision: TurnDecision, envelope: IntentEnvelope, begin: BeginTurnResult
+    ) -> TurnResult:
+        """Shape 2: the DECISION, the provider call and the EXECUTION in one activity. If that
+        activity fails as a whole, the turn still ends: what the ledger does not hold yet is
+        recorded here, the EXECUTION with the step's error."""
+        try:
+            done = await call_and_record_activity(
+                decision,
+                envelope,
+                begin.boundary,
+                self._decision_append(decision),
+                self._execution_manifest(decision),
+                ARTIFACT_STEP_TIMEOUT,
+            )
+        except (ActivityError, TimeoutError) as exc:
+            return await self._end_failed_step(decision, envelope, exc)
+        result = self._decided(decision.intent, done.decision)
+        return result if done.execution is None else self._with_execution(result, done.execution)
+
+    async def _end_failed_step(
+        self, decision: TurnDecision, envelope: IntentEnvelope, exc: ActivityError | TimeoutError
+    ) -> TurnResult:
+        recorded = (await self._begin(envelope)).recorded  # what the step recorded before it failed
+        if "DECISION" in recorded:
+            result, stopped = self._decided(decision.intent, recorded["DECISION"]), False
+        else:
+            result, stopped = await self._record_decision(decision)
+        if stopped or result.decision != "ALLOW":
+            return result
+        if "EXECUTION" in recorded:
+            return self._with_execution(result, recorded["EXECUTION"])
+        return await self._record_execution(decision, failed_execution(decision, envelope, exc), result)
+
+    def _decision_append(self, decision: TurnDecision) -> AppendInput:
+        return AppendInput(
+            draft=_draft(decision.intent, decision.outcome.record),
+            manifest=decision.manifest.model_dump(mode="json"),
+            snapshots=decision.snapshots,
+        )
+
     async def _record_decision(self, decision: TurnDecision) -> tuple[TurnResult, bool]:
         """Append the DECISION; the turn's result so far, and whether the turn stops here
         because the DECISION's artifacts could not be stored (it is then a SYSTEM_ERROR DENY)."""
@@ -105,20 +157,23 @@ class TurnWorkflow:
             snapshots=decision.snapshots,
             on_system_error=lambda error: record.denied(SYSTEM_ERROR, error),
         )
-        result = self._result(decision.intent, event)
+        return self._decided(decision.intent, event), stopped
+
+    def _decided(self, intent: Event, event: Event) -> TurnResult:
+        """The turn's result once its DECISION is recorded, which makes the turn findable by it."""
+        result = self._result(intent, event)
         workflow.upsert_search_attributes(
             [
                 SA_DECISION.value_set(event.payload["decision"]),
                 SA_POLICY_ID.value_set(event.payload["policy_id"]),
             ]
         )
-        return result, stopped
+        return result
 
-    async def _record_execution(
-        self, decision: TurnDecision, execution: TurnExecution, result: TurnResult
-    ) -> TurnResult:
-        assert decision.assembly is not None  # only an executed turn gets here
-        manifest = build_manifest(
+    @staticmethod
+    def _execution_manifest(decision: TurnDecision) -> dict[str, Any]:
+        assert decision.assembly is not None  # only an executed turn has one
+        return build_manifest(
             decision.outcome,
             decision.assembly,
             intent=decision.intent,
@@ -126,11 +181,15 @@ class TurnWorkflow:
             step_id="execution",
             external=decision.external,
             system=decision.system,
-        )
+        ).model_dump(mode="json")
+
+    async def _record_execution(
+        self, decision: TurnDecision, execution: TurnExecution, result: TurnResult
+    ) -> TurnResult:
         event, _ = await self._record(
             decision.intent,
             execution.payload,
-            manifest=manifest.model_dump(mode="json"),
+            manifest=self._execution_manifest(decision),
             snapshots=execution.snapshots,
             stored_snapshots=execution.stored,
             on_system_error=execution.payload.failed,
@@ -204,6 +263,12 @@ class TurnWorkflow:
             else LEDGER_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
         )
+
+
+def _one_step(begin: BeginTurnResult, decision: TurnDecision) -> bool:
+    """Whether an allowed turn takes shape 2. A spend plan keeps shape 1: trying its candidates
+    in order is workflow code between provider calls."""
+    return begin.boundary.turn_shape >= TURN_SHAPE_ONE_STEP and decision.proceeds and decision.plan is None
 
 
 def _draft(intent: Event, payload: DecisionPayload | ExecutionPayload) -> EventDraft:

@@ -19,6 +19,8 @@ from turngate.workflows.shared import (
     AppendInput,
     BeginTurnInput,
     BeginTurnResult,
+    CallAndRecordInput,
+    CallAndRecordResult,
     ExternalRefsInput,
     ProviderCallInput,
     ProviderCallResult,
@@ -28,6 +30,7 @@ BEGIN_TURN = "turngate.begin_turn"
 APPEND_EVENT = "turngate.append_event"
 RESOLVE_EXTERNAL_REFS = "turngate.resolve_external_refs"
 CALL_PROVIDER = "turngate.call_provider"
+CALL_AND_RECORD = "turngate.call_and_record"
 
 
 def _definition_only(name: str) -> NotImplementedError:
@@ -57,3 +60,11 @@ def resolve_external_refs(inp: ExternalRefsInput) -> ExternalContext:
 async def call_provider(inp: ProviderCallInput) -> ProviderCallResult:
     """Call the model provider (``ProviderActivities.call_provider``)."""
     raise _definition_only(CALL_PROVIDER)
+
+
+@activity.defn(name=CALL_AND_RECORD)
+async def call_and_record(inp: CallAndRecordInput) -> CallAndRecordResult:
+    """Append an allowed turn's DECISION, call the provider, append the EXECUTION; a retry finds
+    what the ledger holds and never calls the provider again once the EXECUTION is recorded
+    (``TurnStepActivities.call_and_record``)."""
+    raise _definition_only(CALL_AND_RECORD)

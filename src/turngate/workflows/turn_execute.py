@@ -2,13 +2,15 @@
 EXECUTION it makes (with the spend plan's fallback candidates, the tool calls admitted, the
 output safety verdict applied and a fault's snapshots).
 
-The provider call is a regular activity on the llm task queue (heartbeats, a wall-clock timeout,
-retries only for retryable errors) or, with ``provider_activity=local``, a local activity.
+Shape 1 calls the provider (``turngate.call_provider``) and the workflow records the EXECUTION.
+Shape 2 (docs/WORKFLOW.md) hands the DECISION, the call and how to record its outcome to one
+activity, ``turngate.call_and_record``, which appends both events itself. Either is a regular
+activity on the llm task queue (heartbeats, a wall-clock limit, retries only for retryable
+errors) or, with ``provider_activity=local``, a local activity.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -19,74 +21,72 @@ from temporalio.exceptions import ActivityError, TimeoutError
 with workflow.unsafe.imports_passed_through():
     from turngate.core.events import IntentEnvelope
     from turngate.core.model_resolution import ModelResolution
-    from turngate.core.payloads import ExecutionPayload
     from turngate.core.provider_errors import NON_RETRYABLE_PROVIDER_ERRORS
     from turngate.core.tools import exchange_count
-    from turngate.workflows.execution_record import answered, call_failed, with_tool_calls
-    from turngate.workflows.fault_snapshots import execution_snapshots
-    from turngate.workflows.redaction import apply_checked_safety, apply_output_safety
-    from turngate.workflows.shared import Boundary, ProviderCallInput, ProviderCallResult
+    from turngate.workflows.execution_record import TurnExecution, answered, call_failed, executed
+    from turngate.workflows.redaction import output_safety_rules
+    from turngate.workflows.shared import (
+        AppendInput,
+        Boundary,
+        CallAndRecordInput,
+        CallAndRecordResult,
+        ExecutionContext,
+        ProviderCallInput,
+        ProviderCallResult,
+    )
     from turngate.workflows.spend import Attempt, execute_plan
-    from turngate.workflows.turn_activities import call_provider
+    from turngate.workflows.turn_activities import call_and_record, call_provider
     from turngate.workflows.turn_decide import TurnDecision
+
+__all__ = ["TurnExecution", "call_and_record_activity", "execute_turn", "execution_context"]
 
 #: Seconds between the provider activity's heartbeats, times five: a lost worker is noticed then.
 PROVIDER_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 #: Provider attempts when no spend plan names fallback candidates (Temporal retries).
 PROVIDER_ATTEMPTS = 3
+PROVIDER_RETRY_INTERVAL = timedelta(milliseconds=500)
 
 
-@dataclass(frozen=True)
-class TurnExecution:
-    """The EXECUTION to record and the fault snapshots that go with it (``stored``: those the
-    provider activity already stored, by name)."""
-
-    payload: ExecutionPayload
-    snapshots: dict[str, str] = field(default_factory=dict)
-    stored: dict[str, dict[str, Any]] = field(default_factory=dict)
+def execution_context(decision: TurnDecision, envelope: IntentEnvelope) -> ExecutionContext:
+    """How the EXECUTION of this decision's provider call is made."""
+    resolution = decision.outcome.resolution
+    pack = decision.prompts is not None
+    return ExecutionContext(
+        model=decision.model,
+        context_digest=decision.outcome.record.context_digest,
+        offered=decision.offered,
+        inputs=envelope.payload.inputs,
+        prompt_pack=pack,
+        output_safety=output_safety_rules(decision.prompts) if pack else None,
+        exchanges_count=exchange_count(resolution) + 1 if pack and resolution is not None else None,
+        external=decision.external,
+    )
 
 
 async def execute_turn(decision: TurnDecision, envelope: IntentEnvelope, boundary: Boundary) -> TurnExecution:
-    """Call the provider for an allowed turn and make its EXECUTION."""
+    """Call the provider for an allowed turn and make its EXECUTION (shape 1)."""
     call = decision.call
     assert call is not None  # only a turn that proceeds is executed
-    context_digest = decision.outcome.record.context_digest
+    context = execution_context(decision, envelope)
 
     async def attempt(c: ProviderCallInput, model: ModelResolution, attempts: int) -> Attempt:
-        return await _attempt(c, model, context_digest, boundary, attempts)
+        return await _attempt(c, model, context.context_digest, boundary, attempts)
 
     if decision.plan is not None:
         answer, payload = await execute_plan(decision.plan, call, decision.model, attempt)
     else:
         answer, payload = await attempt(call, decision.model, PROVIDER_ATTEMPTS)
-    return executed(decision, envelope, answer, payload)
+    return executed(context, call, answer, payload)
 
 
-def executed(
-    decision: TurnDecision,
-    envelope: IntentEnvelope,
-    answer: ProviderCallResult | None,
-    payload: ExecutionPayload,
+def failed_execution(
+    decision: TurnDecision, envelope: IntentEnvelope, exc: ActivityError | TimeoutError
 ) -> TurnExecution:
-    """The EXECUTION of a provider call's outcome (``answer`` None: the call failed)."""
+    """The EXECUTION of a turn whose provider step failed as a whole."""
     call = decision.call
     assert call is not None
-    inputs = envelope.payload.inputs
-    if answer is not None:
-        payload = with_tool_calls(payload, answer.tool_calls, list(decision.offered), inputs)
-    resolution = decision.outcome.resolution
-    prompts = decision.prompts
-    if prompts is not None and resolution is not None:
-        payload = payload.model_copy(update={"exchanges_count": exchange_count(resolution) + 1})
-    snapshots = execution_snapshots(
-        call, payload, decision.external, debug=inputs.get("debug_snapshot") is True
-    )
-    stored: dict[str, dict[str, Any]] = {}
-    if prompts is not None:
-        payload, redacted = apply_output_safety(payload, answer, prompts)
-        snapshots |= redacted
-        payload, stored = apply_checked_safety(payload, answer)
-    return TurnExecution(payload=payload, snapshots=snapshots, stored=stored)
+    context = execution_context(decision, envelope)
+    return executed(context, call, None, call_failed(decision.model, context.context_digest, exc))
 
 
 async def _attempt(
@@ -104,6 +104,14 @@ async def _attempt(
     return answer, answered(model, context_digest, answer)
 
 
+def _retry(attempts: int, *extra: str) -> RetryPolicy:
+    return RetryPolicy(
+        initial_interval=PROVIDER_RETRY_INTERVAL,
+        maximum_attempts=attempts,
+        non_retryable_error_types=[*NON_RETRYABLE_PROVIDER_ERRORS, *extra],
+    )
+
+
 async def call_provider_activity(
     call: ProviderCallInput, boundary: Boundary, attempts: int = PROVIDER_ATTEMPTS
 ) -> ProviderCallResult:
@@ -112,18 +120,13 @@ async def call_provider_activity(
     retries either way; a local call has no heartbeats (its worker's liveness is the workflow
     task's)."""
     wall_clock = timedelta(seconds=boundary.llm_wall_clock_s)
-    retry = RetryPolicy(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_attempts=attempts,
-        non_retryable_error_types=list(NON_RETRYABLE_PROVIDER_ERRORS),
-    )
     if boundary.provider_activity == "local":
         return await workflow.execute_local_activity(
             call_provider,
             call,
             start_to_close_timeout=wall_clock,
             schedule_to_close_timeout=wall_clock,
-            retry_policy=retry,
+            retry_policy=_retry(attempts),
         )
     return await workflow.execute_activity(
         call_provider,
@@ -131,6 +134,48 @@ async def call_provider_activity(
         task_queue=boundary.llm_task_queue,
         start_to_close_timeout=wall_clock,
         schedule_to_close_timeout=wall_clock,
+        heartbeat_timeout=PROVIDER_HEARTBEAT_TIMEOUT,
+        retry_policy=_retry(attempts),
+    )
+
+
+async def call_and_record_activity(
+    decision: TurnDecision,
+    envelope: IntentEnvelope,
+    boundary: Boundary,
+    record: AppendInput,
+    manifest: dict[str, Any],
+    step_timeout: timedelta,
+) -> CallAndRecordResult:
+    """Shape 2: one activity appends the DECISION (``record``), calls the provider and appends
+    the EXECUTION. The provider call keeps its wall clock inside the activity (``llm.timeout``
+    past it); the activity's own limit adds the two ledger steps (``step_timeout`` each)."""
+    call = decision.call
+    assert call is not None
+    inp = CallAndRecordInput(
+        decision=record,
+        call=call,
+        execution=execution_context(decision, envelope),
+        manifest=manifest,
+        attempts=PROVIDER_ATTEMPTS,
+        wall_clock_s=boundary.llm_wall_clock_s,
+    )
+    limit = timedelta(seconds=boundary.llm_wall_clock_s) + 2 * step_timeout
+    retry = _retry(PROVIDER_ATTEMPTS, "ledger.conflict")
+    if boundary.provider_activity == "local":
+        return await workflow.execute_local_activity(
+            call_and_record,
+            inp,
+            start_to_close_timeout=limit,
+            schedule_to_close_timeout=limit,
+            retry_policy=retry,
+        )
+    return await workflow.execute_activity(
+        call_and_record,
+        inp,
+        task_queue=boundary.llm_task_queue,
+        start_to_close_timeout=limit,
+        schedule_to_close_timeout=limit,
         heartbeat_timeout=PROVIDER_HEARTBEAT_TIMEOUT,
         retry_policy=retry,
     )

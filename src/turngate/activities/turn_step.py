@@ -1,0 +1,143 @@
+"""``turngate.call_and_record``: an allowed turn's DECISION append, provider call and EXECUTION
+append in one activity (the turn's shape 2, docs/WORKFLOW.md).
+
+Exactly once comes from the ledger: every attempt first reads what the ledger holds for the
+turn. A recorded DECISION is adopted (never appended twice); a recorded EXECUTION is returned as
+it is, so a retry after a lost worker (the provider answered, the EXECUTION was appended, the
+result never reached Temporal) never calls the provider again. The EXECUTION is made by the same
+pure functions the workflow uses (``workflows/execution_record.py``).
+
+Retries stay Temporal's: a retryable provider error is raised while attempts remain; on the last
+attempt, and for a non-retryable error, the error is recorded as the EXECUTION. The provider
+call's wall clock counts from the first attempt's scheduling (``llm.timeout`` past it). The
+activity heartbeats throughout (ledger steps included), so cancellation and a lost worker are
+noticed as with the plain provider call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, TimeoutType
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
+
+from turngate.activities.ledger import LedgerActivities
+from turngate.activities.provider import ProviderActivities
+from turngate.core.events import Event, EventDraft, EventKind
+from turngate.core.payloads import SYSTEM_ERROR, ExecutionPayload
+from turngate.core.provider_errors import NON_RETRYABLE_PROVIDER_ERRORS
+from turngate.ledger import LedgerStore
+from turngate.telemetry.tracing import tracer
+from turngate.workflows.execution_record import answered, call_failed, executed
+from turngate.workflows.shared import AppendInput, CallAndRecordInput, CallAndRecordResult
+from turngate.workflows.turn_activities import APPEND_EVENT, CALL_AND_RECORD
+
+HEARTBEAT_EVERY_S = 2.0
+
+
+class TurnStepActivities:
+    """Composes the ledger steps and the provider call the worker already has."""
+
+    def __init__(self, store: LedgerStore, ledger: LedgerActivities, calls: ProviderActivities) -> None:
+        self._store = store
+        self._ledger = ledger
+        self._calls = calls
+
+    @activity.defn(name=CALL_AND_RECORD)
+    async def call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
+        beat = asyncio.create_task(_heartbeat_forever() if not activity.info().is_local else _idle())
+        try:
+            return await self._call_and_record(inp)
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+
+    async def _call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
+        recorded = await asyncio.to_thread(self._recorded, inp.decision.draft.correlation_id)
+        decision = recorded.get("DECISION") or await self._append(inp.decision)
+        if decision.payload.get("decision") != "ALLOW":
+            return CallAndRecordResult(decision=decision)
+        if "EXECUTION" in recorded:  # a retry after the EXECUTION was recorded: never call twice
+            return CallAndRecordResult(decision=decision, execution=recorded["EXECUTION"])
+        payload, answer = await self._call(inp)
+        made = executed(inp.execution, inp.call, answer, payload)
+        draft = EventDraft.following(inp.decision.draft, EventKind.EXECUTION, made.payload.as_payload())
+        try:
+            execution = await self._append(
+                AppendInput(
+                    draft=draft,
+                    manifest=inp.manifest,
+                    snapshots=made.snapshots,
+                    stored_snapshots=made.stored,
+                )
+            )
+        except ApplicationError as exc:
+            if exc.type != "artifact.unavailable":
+                raise
+            # The answer is had: record it without its artifacts, marked SYSTEM_ERROR.
+            execution = await self._append(AppendInput(draft=_failed(draft, made.payload, exc)))
+        return CallAndRecordResult(decision=decision, execution=execution)
+
+    async def _call(self, inp: CallAndRecordInput) -> tuple[ExecutionPayload, Any]:
+        """The EXECUTION payload of the provider call and its answer (None when it failed);
+        raises a retryable error while attempts remain."""
+        model, digest = inp.execution.model, inp.execution.context_digest
+        info = activity.info()
+        elapsed = (datetime.now(UTC) - info.scheduled_time).total_seconds()
+        remaining = inp.wall_clock_s - max(elapsed, 0.0)
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            answer = await asyncio.wait_for(self._calls.call_provider(inp.call), remaining)
+        except TimeoutError:  # asyncio's: the wall clock ran out
+            return _timed_out(inp), None
+        except ApplicationError as exc:
+            retryable = not exc.non_retryable and exc.type not in NON_RETRYABLE_PROVIDER_ERRORS
+            if retryable and info.attempt < inp.attempts:
+                raise
+            return call_failed(model, digest, exc), None
+        return answered(model, digest, answer), answer
+
+    def _recorded(self, correlation_id: str) -> dict[str, Event]:
+        return {
+            str(event.kind): event
+            for event in self._store.by_correlation(correlation_id)
+            if event.kind != EventKind.INTENT
+        }
+
+    async def _append(self, inp: AppendInput) -> Event:
+        # A span per ledger step, as the separate append_event activities have: the event's
+        # attributes go on it (telemetry's observe_ledger_event annotates the current span).
+        with tracer().start_as_current_span(f"{APPEND_EVENT} {inp.draft.kind}"):
+            return await asyncio.to_thread(self._ledger.append_event, inp)
+
+
+def _timed_out(inp: CallAndRecordInput) -> ExecutionPayload:
+    """``llm.timeout``, recorded as the plain provider activity's timeout is."""
+    cause = TemporalTimeoutError("wall clock", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[])
+    return call_failed(inp.execution.model, inp.execution.context_digest, cause)
+
+
+def _failed(draft: EventDraft, payload: ExecutionPayload, exc: ApplicationError) -> EventDraft:
+    details = exc.details[0] if exc.details and isinstance(exc.details[0], dict) else {}
+    error = {
+        "code": SYSTEM_ERROR,
+        "detail": exc.message,
+        "missing_pointers": details.get("missing_pointers", []),
+    }
+    return draft.model_copy(update={"payload": payload.failed(error).as_payload()})
+
+
+async def _heartbeat_forever() -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+
+async def _idle() -> None:
+    await asyncio.Event().wait()
