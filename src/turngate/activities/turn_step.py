@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
+from collections.abc import Callable
+from concurrent.futures import Executor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, TimeoutType
@@ -37,15 +41,26 @@ from turngate.workflows.shared import AppendInput, CallAndRecordInput, CallAndRe
 from turngate.workflows.turn_activities import APPEND_EVENT, CALL_AND_RECORD
 
 HEARTBEAT_EVERY_S = 2.0
+T = TypeVar("T")
 
 
 class TurnStepActivities:
     """Composes the ledger steps and the provider call the worker already has."""
 
-    def __init__(self, store: LedgerStore, ledger: LedgerActivities, calls: ProviderActivities) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        ledger: LedgerActivities,
+        calls: ProviderActivities,
+        executor: Executor | None = None,
+    ) -> None:
         self._store = store
         self._ledger = ledger
         self._calls = calls
+        # The ledger steps block (SQLAlchemy, the artifact store): they run on the worker's ledger
+        # thread pool, as the local ledger activities do, never on the loop's default pool,
+        # which the API shares in a one-process deployment.
+        self._executor = executor
 
     @activity.defn(name=CALL_AND_RECORD)
     async def call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
@@ -58,7 +73,7 @@ class TurnStepActivities:
                 await beat
 
     async def _call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
-        recorded = await asyncio.to_thread(self._recorded, inp.decision.draft.correlation_id)
+        recorded = await self._blocking(self._recorded, inp.decision.draft.correlation_id)
         decision = recorded.get("DECISION") or await self._append(inp.decision)
         if decision.payload.get("decision") != "ALLOW":
             return CallAndRecordResult(decision=decision)
@@ -114,7 +129,12 @@ class TurnStepActivities:
         # A span per ledger step, as the separate append_event activities have: the event's
         # attributes go on it (telemetry's observe_ledger_event annotates the current span).
         with tracer().start_as_current_span(f"{APPEND_EVENT} {inp.draft.kind}"):
-            return await asyncio.to_thread(self._ledger.append_event, inp)
+            return await self._blocking(self._ledger.append_event, inp)
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the ledger thread pool, in this context (the current span)."""
+        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
 
 def _timed_out(inp: CallAndRecordInput) -> ExecutionPayload:

@@ -94,9 +94,10 @@ async def running_worker(
         ledger.append_event,
         external.resolve_external_refs,
     ]
-    steps = TurnStepActivities(store, ledger, calls)
-    turn_activities += [calls.call_provider, steps.call_and_record] if local else []
+    turn_activities += [calls.call_provider] if local else []
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
+    steps = TurnStepActivities(store, ledger, calls, executor)
+    turn_activities += [steps.call_and_record] if local else []
     workers = [
         Worker(
             client,
