@@ -96,14 +96,16 @@ class ProviderActivities:
         bus: TokenPublisher | None = None,
         artifacts: ArtifactStore | None = None,
         metrics: TurngateMetrics | None = None,
-        local_concurrency: int | None = None,
+        concurrency: int | None = None,
     ) -> None:
         self._providers = providers
         self._bus: TokenPublisher = bus or NullBus()
         self._artifacts = artifacts
         self._metrics = metrics
-        # As a local activity the call has no llm queue whose slots limit it: this does.
-        self._local_slots = asyncio.Semaphore(local_concurrency) if local_concurrency else None
+        # The worker's LLM concurrency limit. The llm queue's slots cannot be it: a local call
+        # has no queue, and the turn step (call_and_record) holds its slot through two ledger
+        # appends around the call, which must not count as LLM work.
+        self._slots = asyncio.Semaphore(concurrency) if concurrency else None
 
     async def _full_message(self, pointer: dict[str, Any]) -> str:
         """A whole message or answer the gateway stored as an artifact (only a preview travels),
@@ -153,15 +155,30 @@ class ProviderActivities:
             server_url=getattr(provider, "base_url", None),
         ) as traced:
             traced.record_input(inp.messages)
-            if activity.info().is_local and self._local_slots is not None:
-                async with self._local_slots:
+            if self._slots is not None:
+                await self._take_slot()
+                try:
                     result = await self._call_provider(inp, traced)
+                finally:
+                    self._slots.release()
             else:
                 result = await self._call_provider(inp, traced)
             traced.record_usage(result.usage)
             traced.record_response(model=result.model)
             traced.record_output(result.output_text)
             return result
+
+    async def _take_slot(self) -> None:
+        """Wait for a free LLM slot, heartbeating meanwhile (a queued call is alive, and a
+        cancellation reaches it)."""
+        assert self._slots is not None
+        beat = asyncio.create_task(_heartbeat_forever() if not activity.info().is_local else _idle())
+        try:
+            await self._slots.acquire()
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
 
     async def _call_provider(self, inp: ProviderCallInput, traced: ProviderCall) -> ProviderCallResult:
         provider = self._providers.get(inp.provider)

@@ -48,6 +48,9 @@ from turngate.workflows.turn import TurnWorkflow
 
 log = logging.getLogger(__name__)
 
+#: Turn steps on the llm queue beyond the LLM concurrency: their ledger appends run meanwhile.
+LEDGER_STEP_SLOTS = 16
+
 
 @contextlib.asynccontextmanager
 async def running_worker(
@@ -79,9 +82,7 @@ async def running_worker(
     ledger = LedgerActivities(store, artifacts, boundary, pins, metrics)
     bus = open_token_bus(settings.effective_token_bus_url)
     local = settings.provider_activity == "local"
-    calls = ProviderActivities(
-        providers, bus, artifacts, metrics, local_concurrency=settings.llm_concurrency if local else None
-    )
+    calls = ProviderActivities(providers, bus, artifacts, metrics, concurrency=settings.llm_concurrency)
     registry = CaseRegistry(store.engine)
     external = ExternalRefActivities(
         registry,
@@ -112,7 +113,9 @@ async def running_worker(
             client,
             task_queue=settings.llm_task_queue,
             activities=[calls.call_provider, steps.call_and_record],
-            max_concurrent_activities=settings.llm_concurrency,
+            # The provider calls' own limit is llm_concurrency (ProviderActivities); the extra
+            # slots let turn steps append their DECISION and EXECUTION meanwhile.
+            max_concurrent_activities=settings.llm_concurrency + LEDGER_STEP_SLOTS,
         ),
     ]
     workers += job_workers(
