@@ -117,7 +117,7 @@ class LedgerActivities:
                 pointer = deadline.call(
                     name, functools.partial(store.put, data, kind=name, retention="snapshot")
                 )
-                snapshots[name] = pointer.model_dump(mode="json")
+                snapshots[name] = pointer.recorded()
                 stored.append(snapshots[name])
             if snapshots:
                 payload["fault_snapshots"] = snapshots
@@ -126,7 +126,7 @@ class LedgerActivities:
                     dict(inp.manifest, artifacts=stored, snapshot_id=_snapshot_id(snapshots, inp.manifest))
                 )
                 pointer = deadline.call("manifest", lambda: store.put(manifest, kind="manifest"))
-                payload["manifest"] = pointer.model_dump(mode="json")
+                payload["manifest"] = pointer.recorded()
             # Past the deadline the workflow may already record this step as SYSTEM_ERROR: a
             # late success must not race it into the ledger.
             deadline.check("artifacts")
