@@ -4,6 +4,7 @@ follows when it got back another run's DECISION (workflows/adoption.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,22 @@ def test_a_step_run_again_on_another_artifact_directory_records_the_same_event(
     assert "created_at" not in first.payload["manifest"]
     assert all("created_at" not in p for p in first.payload["fault_snapshots"].values())
     assert store.head()[0] == 2
+
+
+def test_a_step_run_again_after_its_artifacts_were_written_again_records_the_same_event(
+    tmp_path: Path, store: LedgerStore
+) -> None:
+    """A store whose objects got a new time in between (an S3 object written again by a racing
+    writer has a new LastModified; here: new file times)."""
+    intent = _intent(store)
+    activities = _activities(tmp_path, store, "artifacts")
+    first = activities.append_event(_decision(intent))
+    stored = [path for path in (tmp_path / "artifacts").rglob("*") if path.is_file()]
+    assert len(stored) == 2  # the manifest and the snapshot
+    for path in stored:
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    again = activities.append_event(_decision(intent))
+    assert again == first and not again.adopted
 
 
 def test_another_decision_of_the_same_turn_comes_back_as_the_recorded_one(
