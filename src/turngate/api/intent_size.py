@@ -123,7 +123,7 @@ async def fit_intent(store: ArtifactStore, envelope: IntentEnvelope, deadline_s:
             break  # cannot happen after check_intent_fits; the ledger check is the backstop
         name = max(extras, key=lambda key: (len(extras[key]), key))
         pointer = await aput_within(store, extras[name], deadline_s, kind=OFFLOADED_FIELD_KIND)
-        envelope = _without_extra(envelope, name, pointer.model_dump(mode="json", exclude={"created_at"}))
+        envelope = _without_extra(envelope, name, pointer.recorded())
     return envelope
 
 
@@ -137,4 +137,4 @@ async def _offload_message(
     pointer = await aput_within(
         store, data, deadline_s, kind=MESSAGE_KIND, media_type="text/plain; charset=utf-8"
     )
-    return _preview(envelope, pointer.model_dump(mode="json"))
+    return _preview(envelope, pointer.recorded())

@@ -102,6 +102,15 @@ class AppendInput(_Model):
     stored_snapshots: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
+class AppendedEvent(Event):
+    """What the append step returns: the turn's event of that kind as the ledger holds it.
+    ``adopted``: the ledger already held a different one (recorded by an earlier run of the step
+    whose workflow task never completed); the workflow goes on from it. Results recorded before
+    this field existed read as not adopted."""
+
+    adopted: bool = False
+
+
 class ProviderCallInput(_Model):
     correlation_id: str
     provider: str

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.tools import ToolSpec, exchange_count, offered_tools
     from turngate.prompts.pack_builders import pack_builders
     from turngate.prompts.token_estimators import loaded_estimator
+    from turngate.workflows import adoption
     from turngate.workflows.context_scope import spec_version, with_external
     from turngate.workflows.decision_record import (
         client_context_or_deny,
@@ -56,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
+        AppendedEvent,
         AppendInput,
         BeginTurnInput,
         BeginTurnResult,
@@ -226,6 +228,13 @@ class TurnWorkflow:
             intent=self._recorded["INTENT"],
             decision_event=self._recorded["DECISION"],
         )
+        if decision.adopted:
+            # An earlier run of this step (a stalled or crashed worker's task) recorded another
+            # DECISION: it is the turn's, whatever this run decided (workflows/adoption.py).
+            step = adoption.next_step(decision.payload, record.as_payload(), executable=assembly is not None)
+            if step == "end":
+                return await self._unexecuted(intent, decision, result)
+            stopped, plan = step == "stop", adoption.recorded_plan(decision.payload, plan)
         if stopped or assembly is None:
             return result
 
@@ -283,6 +292,16 @@ class TurnWorkflow:
                 "execution": self._recorded["EXECUTION"],
                 "error_code": error["code"] if error else None,
             }
+        )
+
+    async def _unexecuted(self, intent: Event, decision: Event, result: TurnResult) -> TurnResult:
+        """End a recorded ALLOW this run cannot execute with an EXECUTION that says so."""
+        payload = adoption.unexecuted(decision.payload)
+        execution, _ = await self._record(intent, payload)
+        self._recorded["EXECUTION"] = _recorded(execution)
+        error = execution.payload.get("error")
+        return result.model_copy(
+            update={"execution": self._recorded["EXECUTION"], "error_code": error["code"] if error else None}
         )
 
     def _already_recorded(self, intent: Event, recorded: dict[str, Event]) -> TurnResult:
@@ -408,7 +427,7 @@ class TurnWorkflow:
         snapshots: dict[str, str] | None = None,
         stored_snapshots: dict[str, dict[str, Any]] | None = None,
         on_system_error: Callable[[dict[str, Any]], DecisionPayload | ExecutionPayload] | None = None,
-    ) -> tuple[Event, bool]:
+    ) -> tuple[AppendedEvent, bool]:
         """Append an event with its artifacts. If the artifacts cannot be stored, the event is
         recorded without them, marked SYSTEM_ERROR with the missing pointers, and the turn
         stops (returns True)."""
@@ -436,7 +455,7 @@ class TurnWorkflow:
             }
             return await self._append(AppendInput(draft=_draft(intent, on_system_error(error)))), True
 
-    async def _append(self, inp: AppendInput) -> Event:
+    async def _append(self, inp: AppendInput) -> AppendedEvent:
         return await workflow.execute_local_activity(
             append_event,
             inp,
