@@ -8,6 +8,7 @@ when the command line ends (through os._exit, as `turngate` always does).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -125,3 +126,19 @@ async def test_importing_the_command_line_loads_nothing_heavy(tmp_path: Path) ->
     )
     assert await asyncio.wait_for(proc.wait(), HANG_S) == 0
     assert heavy_among(json.loads(modules_file.read_text())) == []
+
+
+def test_the_listing_matches_the_commands_own_parsers() -> None:
+    """`turngate --help` lists each command from COMMANDS; built in full, each command's own
+    parser says the same (name, order and help), and no command is missing from COMMANDS."""
+    from turngate.cli import COMMANDS, build_parser
+
+    def listing(parser: argparse.ArgumentParser) -> list[tuple[str, str | None]]:
+        [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return [(choice.dest, choice.help) for choice in sub._choices_actions]
+
+    full = listing(build_parser())
+    assert full == listing(build_parser([]))
+    assert [name for name, _ in full] == list(COMMANDS)
+    for name in COMMANDS:  # one command built in full, the others listed: the same listing
+        assert listing(build_parser([name])) == full
