@@ -10,13 +10,12 @@ with Turngate("http://127.0.0.1:8010", api_key="...") as tg:
 ```
 """
 
-from __future__ import annotations
-
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from turngate.client import calls
+from turngate.client import calls
+
+if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from turngate.client.answers import (
         ArtifactPointer,
         Event,
@@ -27,34 +26,11 @@ if TYPE_CHECKING:
         TurnReceipt,
         VerifyReport,
     )
-    from turngate.client.async_client import AsyncTurngate
-    from turngate.client.calls import intent_envelope
-    from turngate.client.request_errors import TurngateError, Unreachable
-    from turngate.client.sync_client import Turngate
 
-#: Where each name lives, imported on first use: `turngate chat` needs the client and its errors,
-#: not the typed answers (pydantic models of the ledger's events), which cost most of its start-up.
-_HOMES = {
-    **dict.fromkeys(
-        ("ArtifactPointer", "Event", "Job", "JobReceipt", "SnapshotPage", "StreamEvent", "TurnReceipt"),
-        "turngate.client.answers",
-    ),
-    "VerifyReport": "turngate.client.answers",
-    "AsyncTurngate": "turngate.client.async_client",
-    "intent_envelope": "turngate.client.calls",
-    "TurngateError": "turngate.client.request_errors",
-    "Unreachable": "turngate.client.request_errors",
-    "Turngate": "turngate.client.sync_client",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "calls":
-        return importlib.import_module("turngate.client.calls")
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES[name]), name)
-
+from turngate.client.async_client import AsyncTurngate
+from turngate.client.calls import intent_envelope
+from turngate.client.request_errors import TurngateError, Unreachable
+from turngate.client.sync_client import Turngate
 
 __all__ = [
     "ArtifactPointer",
@@ -72,3 +48,24 @@ __all__ = [
     "calls",
     "intent_envelope",
 ]
+
+#: The typed answers (pydantic models of the ledger's events) cost most of a `turngate chat`
+#: start-up, which passes the API's JSON on as it is: they are imported on first use.
+_ANSWERS = frozenset(
+    {
+        "ArtifactPointer",
+        "Event",
+        "Job",
+        "JobReceipt",
+        "SnapshotPage",
+        "StreamEvent",
+        "TurnReceipt",
+        "VerifyReport",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ANSWERS:
+        return getattr(importlib.import_module("turngate.client.answers"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
