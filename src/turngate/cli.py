@@ -331,6 +331,7 @@ async def cmd_gc(args: argparse.Namespace) -> int:
 
 if TYPE_CHECKING:  # the subparsers of `turngate` that each command's parser is added to
     Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
+
 #: Every command in `turngate --help` order: its one-line help, and the function that adds its
 #: parser (module:function, imported only when that command runs). One function may add several.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -388,16 +389,14 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     parser.add_argument("--version", action="version", version=f"turngate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     full = set(COMMANDS) if commands is None else set(commands) & set(COMMANDS)
-    adders_run: set[str] = set()
     for name, (help_text, adder) in COMMANDS.items():
         if name in sub.choices:
             continue  # added with another command by the same function
-        if not any(COMMANDS[other][1] == adder for other in full):
-            sub.add_parser(name, help=help_text)
-        elif adder not in adders_run:
-            adders_run.add(adder)
+        if any(COMMANDS[other][1] == adder for other in full):
             module, function = adder.split(":")
             getattr(importlib.import_module(module), function)(sub)
+        else:
+            sub.add_parser(name, help=help_text)
     return parser
 
 
