@@ -173,7 +173,6 @@ def test_fuzz_the_api_finds_no_5xx_and_leaves_no_partial_records(secure_settings
     deep_key = make_key(secure_settings, "fuzz", "intent.write,snapshot.read")  # a bucket of its own
     operator = make_key(secure_settings, "*", "admin")
     accepted: set[str] = set()
-    started = time.monotonic()
     with live_stack(secure_settings) as base:
         raw = httpx.get(f"{base}/openapi.json").json()
         schema = schemathesis.openapi.from_dict(raw)
@@ -285,7 +284,6 @@ def test_fuzz_the_api_finds_no_5xx_and_leaves_no_partial_records(secure_settings
             assert intents <= decided
             report = http.get("/verify", headers=bearer(operator)).json()
             assert report["ok"] is True, report["failures"][:5]
-    assert time.monotonic() - started < 240
 
 
 def test_fuzz_the_ui_routes_finds_no_5xx(secure_settings: Settings) -> None:
