@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from turngate.artifacts.store import ArtifactStore
 from turngate.audit.replay import replay_turn
 from turngate.audit.verification.findings import AuditKind, Finding
 from turngate.core.context import ContextConfig
@@ -49,8 +50,11 @@ def replay_policy(
     thread_id: str | None = None,
     since: int | None = None,
     until: int | None = None,
+    config_store: ArtifactStore | None = None,
 ) -> tuple[int, list[Finding]]:
-    """(DECISIONs replayed, findings). DECISIONs of another policy identity are not replayed."""
+    """(DECISIONs replayed, findings). DECISIONs of another policy identity are not replayed.
+    A DECISION made under another context config is decided again under the one stored in
+    ``config_store`` (:mod:`turngate.artifacts.configs`)."""
     replayed = 0
     findings: list[Finding] = []
     for decision in _decisions(store, thread_id, since, until):
@@ -60,6 +64,7 @@ def replay_policy(
             context_config=context_config,
             policy_module=policy_module,
             policy_object=policy_object,
+            config_store=config_store,
         )
         checks = {check.name: check for check in result.checks}
         identity = checks.get("policy_identity")
