@@ -52,10 +52,11 @@ def replay_policy(
     until: int | None = None,
     config_store: ArtifactStore | None = None,
 ) -> tuple[int, list[Finding]]:
-    """(DECISIONs replayed, findings). DECISIONs of another policy identity are not replayed.
-    A DECISION made under another context config is decided again under the one stored in
-    ``config_store`` (:mod:`turngate.artifacts.configs`)."""
-    replayed = 0
+    """(DECISIONs replayed, findings). DECISIONs of another policy identity are not replayed
+    (an info finding counts them). A DECISION made under another context config is decided
+    again under the one stored in ``config_store`` (:mod:`turngate.artifacts.configs`); one whose
+    config cannot be had is not decided again (verify counts it as unchecked already)."""
+    replayed = other_policy = no_config = 0
     findings: list[Finding] = []
     for decision in _decisions(store, thread_id, since, until):
         result = replay_turn(
@@ -69,7 +70,12 @@ def replay_policy(
         checks = {check.name: check for check in result.checks}
         identity = checks.get("policy_identity")
         if identity is None or identity.status != "pass":
-            continue  # decided by another policy (or one that no longer loads): not ours to judge
+            other_policy += 1  # decided by another policy (or one that no longer loads)
+            continue
+        config = checks.get("context_config")
+        if config is None or config.status != "pass":
+            no_config += 1  # decided again under another config, the answer would prove nothing
+            continue
         replayed += 1
         differ = [checks[name] for name in ("decision", "reason_codes") if checks.get(name)]
         failed = [check.detail for check in differ if check.status == "fail"]
@@ -83,4 +89,16 @@ def replay_policy(
                     + "; ".join(failed),
                 )
             )
+    with_what = policy_module or "the observer policy"
+    findings.append(
+        Finding(
+            kind=AuditKind.POLICY_REPLAY_SCOPE,
+            index=None,
+            detail=(
+                f"--replay-policy decided {replayed} DECISION(s) again with {with_what}; "
+                f"{other_policy} made by another policy identity (id, version, config digest) were not "
+                f"replayed; {no_config} not replayed: their context config could not be had"
+            ),
+        )
+    )
     return replayed, findings

@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from turngate.audit.verification import AuditReport, Finding, verify_all
+from turngate.audit.verification import AuditKind, AuditReport, Finding, verify_all
 from turngate.settings import Settings
 
 if TYPE_CHECKING:  # replay imports the workflow module (temporalio), which `verify` does not need
@@ -202,7 +202,7 @@ def _with_policy_replay(
 ) -> AuditReport:
     from turngate.audit.policy_replay import replay_policy
 
-    _, findings = replay_policy(
+    _, found = replay_policy(
         store,
         context_config=context_config,
         policy_module=settings.policy_module,
@@ -212,8 +212,10 @@ def _with_policy_replay(
         until=until,
         config_store=config_store,
     )
+    findings = [f for f in found if f.kind == AuditKind.POLICY_REPLAY_MISMATCH]
+    info = [*report.info, *(f for f in found if f.kind != AuditKind.POLICY_REPLAY_MISMATCH)]
     failures = [*report.failures, *findings]
-    return report.model_copy(update={"failures": failures, "ok": report.ok and not findings})
+    return report.model_copy(update={"failures": failures, "info": info, "ok": report.ok and not findings})
 
 
 # --------------------------------------------------------------------------- replay turn

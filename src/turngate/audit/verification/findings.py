@@ -50,6 +50,7 @@ class AuditKind(StrEnum):
     # info
     EXPIRED_SNAPSHOT = "expired_snapshot"
     CONFIG_DRIFT = "config_drift"  # DECISIONs recomputed with an earlier (stored) config
+    POLICY_REPLAY_SCOPE = "policy_replay_scope"  # what --replay-policy decided again, what not
 
 
 class Finding(BaseModel):
