@@ -272,6 +272,25 @@ LAST = "c-0000029"  # the last turn: resealing after its DECISION touches only i
 REFERENCED = "c-0000023"  # the turn it references (same thread)
 
 
+def test_a_shadow_entry_of_a_policy_that_does_not_load_is_a_warning(ledger: Ledger) -> None:
+    decision = ledger.row(LAST, "DECISION")
+    entry = {
+        "policy_id": "acme.retired",
+        "policy_version": "3",
+        "config_digest": "sha256:" + "a" * 64,
+        "decision": "DENY",
+        "reason_codes": ["acme.no"],
+    }
+    ledger.edit_payload(decision["index"], lambda p: p.update(shadow=[entry]), reseal=True)
+    report = verify(ledger)
+    assert report.ok and report.failures == [] and report.checked_decisions == TURNS
+    assert kinds(report.warnings) == [("shadow_not_rerun", decision["index"])]
+    assert report.warnings[0].detail.startswith(
+        f"1 DECISION(s) (index {decision['index']}..{decision['index']}) hold a shadow entry of "
+        f"acme.retired v3, config sha256:{'a' * 64}, not re-run"
+    )
+
+
 def test_a_resealed_decision_whose_context_digest_does_not_recompute(ledger: Ledger) -> None:
     decision, execution = ledger.row(LAST, "DECISION"), ledger.row(LAST, "EXECUTION")
     assert execution["index"] == ledger.built.head_index

@@ -89,6 +89,7 @@ class RangeAudit:
     drift: dict[str, Span] = field(default_factory=dict)
     unchecked: dict[str, Span] = field(default_factory=dict)
     lookups: dict[str, ConfigLookup] = field(default_factory=dict)
+    shadows_not_rerun: dict[str, Span] = field(default_factory=dict)  # policy -> its DECISIONs
     expired: Span | None = None
     # INTENTs whose DECISION has not streamed by yet; DECISIONs whose EXECUTION has not.
     pending_intents: OrderedDict[str, tuple[Mapping[str, Any], dict[str, Any]]] = field(
@@ -287,7 +288,10 @@ class RangeAudit:
             verified = VerifiedDecision(index, cid, payload, intent, candidates, cfg, self.conn)
             for check in self.decision_checks:
                 for kind, detail in check(verified):
-                    self.fail(kind, index, cid, detail)
+                    if kind == AuditKind.SHADOW_NOT_RERUN:
+                        _add_to_span(self.shadows_not_rerun, detail, index, cid)
+                    else:
+                        self.fail(kind, index, cid, detail)
             return
         if cid in found.candidates:
             self.doubtful.append((index, cid, payload, intent, cfg, problems))

@@ -47,6 +47,7 @@ class AuditKind(StrEnum):
     CONFIG_UNAVAILABLE = "config_unavailable"
     # warnings
     ARTIFACTS_NOT_CHECKED = "artifacts_not_checked"
+    SHADOW_NOT_RERUN = "shadow_not_rerun"  # shadow entries of a policy that does not load here
     # info
     EXPIRED_SNAPSHOT = "expired_snapshot"
     CONFIG_DRIFT = "config_drift"  # DECISIONs recomputed with an earlier (stored) config

@@ -74,6 +74,7 @@ class RangeTally:
     drift: dict[str, Span] = field(default_factory=dict)
     unchecked: dict[str, Span] = field(default_factory=dict)
     lookups: dict[str, ConfigLookup] = field(default_factory=dict)
+    shadows_not_rerun: dict[str, Span] = field(default_factory=dict)
     expired: Span | None = None
 
     def absorb(self, later: RangeTally) -> None:
@@ -88,7 +89,11 @@ class RangeTally:
         self.unchecked_decisions += later.unchecked_decisions
         self.checked_artifacts += later.checked_artifacts
         self.unchecked_artifacts += later.unchecked_artifacts
-        for spans, more in ((self.drift, later.drift), (self.unchecked, later.unchecked)):
+        for spans, more in (
+            (self.drift, later.drift),
+            (self.unchecked, later.unchecked),
+            (self.shadows_not_rerun, later.shadows_not_rerun),
+        ):
             for config_digest, span in more.items():
                 spans[config_digest] = join_spans(spans.get(config_digest), span)
         self.drift = dict(sorted(self.drift.items(), key=lambda item: item[1].first_index))
@@ -155,6 +160,7 @@ def verify_range(
         drift=audit.drift,
         unchecked=audit.unchecked,
         lookups=audit.lookups,
+        shadows_not_rerun=audit.shadows_not_rerun,
         expired=audit.expired,
     )
 

@@ -202,8 +202,8 @@ def _process_count(
 def _summaries(
     tally: RangeTally, checked_artifacts: bool, snapshot_grace: timedelta | None
 ) -> tuple[list[Finding], list[Finding], list[Finding]]:
-    """(warnings, info, failures) that sum up the whole scope: expired snapshots, artifact
-    pointers not checked (the configs: :mod:`.config_findings`)."""
+    """(warnings, info, failures) that sum up the whole scope: expired snapshots, shadow entries
+    not re-run, artifact pointers not checked (the configs: :mod:`.config_findings`)."""
     warnings: list[Finding] = []
     info: list[Finding] = []
     failures: list[Finding] = []
@@ -218,6 +218,19 @@ def _summaries(
                     f"{expired.count} snapshot artifact(s) referenced from index "
                     f"{expired.first_index}..{expired.last_index} are gone and older than "
                     f"the grace period {snapshot_grace}: collected by gc, as expected"
+                ),
+            )
+        )
+    for policy, span in tally.shadows_not_rerun.items():
+        warnings.append(
+            Finding(
+                kind=AuditKind.SHADOW_NOT_RERUN,
+                index=span.first_index,
+                correlation_id=span.first_correlation_id,
+                detail=(
+                    f"{span.count} DECISION(s) (index {span.first_index}..{span.last_index}) hold a "
+                    f"shadow entry of {policy}, not re-run: that policy does not load here "
+                    "(configure it as a shadow policy to check these entries)"
                 ),
             )
         )
