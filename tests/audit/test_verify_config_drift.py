@@ -19,6 +19,7 @@ from tests.stack import running_stack
 from turngate.artifacts.configs import context_config_path
 from turngate.audit.report import EXIT_FAILED, EXIT_OK, EXIT_UNCHECKED
 from turngate.core.context import context_config_digest
+from turngate.core.policy import load_policy
 from turngate.settings import Settings
 
 DRIFT = {"TURNGATE_CONTEXT_MAX_REFS": "7"}  # another effective context config, another digest
@@ -40,6 +41,7 @@ def _current_digest(settings: Settings) -> str:
 
 
 async def decide_three_turns(settings: Settings) -> str:
+    """Three turns of one thread (one with a ref, one REF_NOT_FOUND DENY); the policy's config digest."""
     thread = f"drift-{settings.workflow_id_prefix}"
     async with running_stack(settings) as stack:
         await stack.chat("What is 2+2?", correlation_id="c-1", thread_id=thread)
@@ -51,14 +53,18 @@ async def decide_three_turns(settings: Settings) -> str:
         )
         assert second.json()["decision"]["payload"]["decision"] == "ALLOW"
         assert denied.json()["decision"]["payload"]["reason_codes"] == ["REF_NOT_FOUND"]
-    return thread
+    return second.json()["decision"]["payload"]["policy"]["config_digest"]
 
 
 async def test_verify_under_config_drift_recomputes_with_the_stored_config(settings: Settings) -> None:
-    await decide_three_turns(settings)
+    policy_config = await decide_three_turns(settings)
     digest = _current_digest(settings)
     stored = Path(settings.effective_artifacts) / context_config_path(digest)
     assert stored.is_file(), "the worker stores the context config it decides with"
+    # ... and its policy's config, under the config_digest its DECISIONs record.
+    hex_digest = policy_config.removeprefix("sha256:")
+    policy_file = Path(settings.effective_artifacts) / "standard/policy_config" / hex_digest[:2] / hex_digest
+    assert json.loads(policy_file.read_bytes()) == load_policy(settings.policy_module).policy.config()
 
     # Unchanged config: nothing to look up.
     same = turngate(settings, "verify")
