@@ -36,6 +36,10 @@ def turngate(settings: Settings, *args: str, **env: str) -> subprocess.Completed
     )
 
 
+def drifted(settings: Settings) -> Settings:
+    return settings.model_copy(update={"context_max_refs": DRIFT["TURNGATE_CONTEXT_MAX_REFS"]})
+
+
 def _current_digest(settings: Settings) -> str:
     return context_config_digest(settings.context_config())
 
@@ -83,6 +87,11 @@ async def test_verify_under_config_drift_recomputes_with_the_stored_config(setti
     )
     assert f"recomputed with the config stored at {context_config_path(digest)}" in drift.stdout
 
+    # So does the API's GET /verify, under the changed config.
+    async with running_stack(drifted(settings), worker=False) as stack:
+        body = (await stack.http.get("/verify")).json()
+    assert body["ok"] and (body["checked_decisions"], body["unchecked_decisions"]) == (3, 0)
+
     # `turngate replay turn` recomputes with it too.
     replay = turngate(settings, "replay", "turn", "c-2", **DRIFT)
     assert replay.returncode == EXIT_OK, replay.stdout + replay.stderr
@@ -121,6 +130,10 @@ async def test_verify_under_config_drift_without_the_stored_config(settings: Set
     assert lines[-1].startswith("verify is not OK: 3 DECISION(s) could not be recomputed")
     assert "--allow-unchecked" in lines[-1]
     assert "verify OK" not in missing.stdout
+
+    async with running_stack(drifted(settings), worker=False) as stack:
+        body = (await stack.http.get("/verify")).json()
+    assert body["ok"] is False and body["failures"] == [] and body["unchecked_decisions"] == 3
 
     as_json = turngate(settings, "verify", "--json", **DRIFT)
     assert as_json.returncode == EXIT_UNCHECKED
