@@ -272,6 +272,18 @@ LAST = "c-0000029"  # the last turn: resealing after its DECISION touches only i
 REFERENCED = "c-0000023"  # the turn it references (same thread)
 
 
+def test_a_config_digest_that_is_no_digest_is_unchecked(ledger: Ledger) -> None:
+    decision = ledger.row(LAST, "DECISION")
+    ledger.edit_payload(
+        decision["index"], lambda p: p.update(boundary={"context_config_digest": "x/../y"}), reseal=True
+    )
+    report = verify(ledger)
+    assert report.failures == [] and not report.ok
+    assert report.unchecked_decisions == 1 and report.checked_decisions == TURNS - 1
+    assert kinds(report.unchecked) == [("config_unavailable", decision["index"])]
+    assert "the config cannot be used: 'x/../y' is not a sha256 digest" in report.unchecked[0].detail
+
+
 def test_a_shadow_entry_of_a_policy_that_does_not_load_is_a_warning(ledger: Ledger) -> None:
     decision = ledger.row(LAST, "DECISION")
     entry = {

@@ -22,7 +22,6 @@ from turngate.artifacts.store import (
     ArtifactStore,
     ArtifactUnavailableError,
     artifact_path,
-    normalize_digest,
 )
 from turngate.core.canonical import canonical_bytes, digest_bytes, is_digest
 from turngate.core.context import ContextConfig, context_config_digest
@@ -78,8 +77,8 @@ def store_policy_config(store: ArtifactStore, policy: LoadedPolicy) -> ArtifactP
 def load_context_config(store: ArtifactStore, digest: str) -> ConfigLookup:
     """The context config stored under ``digest``, re-hashed and rebuilt; never raises for a
     store that fails (``unavailable``)."""
-    if not is_digest(normalize_digest(digest)):
-        return ConfigLookup("invalid", "", detail=f"{digest!r} is not a sha256 digest")
+    if not is_digest(digest):  # a recorded digest is always "sha256:<64 hex>"
+        return ConfigLookup("invalid", "", detail=f"{digest[:80]!r} is not a sha256 digest")
     path = context_config_path(digest)
     pointer = ArtifactPointer(artifact_id=digest, path=path, sha256=digest, size_bytes=0)
     try:
@@ -89,14 +88,14 @@ def load_context_config(store: ArtifactStore, digest: str) -> ConfigLookup:
     except ArtifactUnavailableError as exc:
         return ConfigLookup("unavailable", path, detail=f"the artifact store failed: {exc}")
     actual = digest_bytes(data)
-    if actual != normalize_digest(digest):
+    if actual != digest:
         return ConfigLookup("mismatch", path, detail=f"the stored bytes hash to {actual}, not to the digest")
     try:
         cfg = ContextConfig.model_validate(json.loads(data))
     except (ValueError, ValidationError) as exc:
         return ConfigLookup("invalid", path, detail=f"the stored config does not load here: {exc}")
     again = context_config_digest(cfg)
-    if again != normalize_digest(digest):
+    if again != digest:
         return ConfigLookup(
             "invalid",
             path,

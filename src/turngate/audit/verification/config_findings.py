@@ -18,7 +18,7 @@ _WHY_NOT = {
     "missing": "no config is stored under that digest{where} (a worker stores its config when it "
     "starts: DECISIONs of an older worker, or of one with another artifact store, have none)",
     "unavailable": "the stored config{where} could not be read: {detail}",
-    "invalid": "the stored config{where} cannot be used: {detail}",
+    "invalid": "the config{where} cannot be used: {detail}",
     "mismatch": "the config stored{where} is not that config: {detail} (altered or corrupt)",
 }
 
