@@ -114,6 +114,9 @@ async def test_verify_under_config_drift_without_the_stored_config(settings: Set
     )
     assert "UNCHECKED index 1 c-1: config_unavailable: " in altered.stdout
     assert "altered or corrupt" in altered.stdout
+    assert altered.stdout.splitlines()[-1].endswith("--allow-unchecked accepts them: the failures still fail")
+    with_flag = turngate(settings, "verify", "--allow-unchecked", **DRIFT)
+    assert with_flag.returncode == EXIT_FAILED, "an altered stored config is a failure, allowed or not"
 
     # Missing (a ledger written before configs were stored): not OK, exit 3, cause and flag named.
     stored.unlink()
