@@ -285,6 +285,7 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         replay_policy=args.replay_policy,
         events_file=Path(args.events) if args.events else None,
         artifacts_dir=args.artifacts,
+        allow_unchecked=args.allow_unchecked,
     )
 
 
@@ -454,7 +455,14 @@ def add_verify_parser(sub: Subcommands) -> None:
     from turngate.artifacts.gc import parse_duration
 
     verify = sub.add_parser(
-        "verify", help="recompute every digest, chain link, DECISION and artifact pointer of the ledger"
+        "verify",
+        help="recompute every digest, chain link, DECISION and artifact pointer of the ledger",
+        description=(
+            "Recompute every digest, chain link, DECISION and artifact pointer of the ledger. "
+            "A DECISION made under an earlier config is recomputed with the config stored under "
+            "its digest. Exit codes: 0 everything verified, 1 something failed, 2 the check "
+            "could not run, 3 some DECISIONs could not be recomputed (--allow-unchecked: 0)."
+        ),
     )
     verify.add_argument("--thread", help="only this thread's events")
     verify.add_argument("--since", type=int, metavar="N", help="first ledger index to check")
@@ -502,6 +510,15 @@ def add_verify_parser(sub: Subcommands) -> None:
         help=(
             "also decide every DECISION of the configured policy (TURNGATE_POLICY_MODULE) again: "
             "a different answer (a policy reading the clock or randomness) is a failure"
+        ),
+    )
+    verify.add_argument(
+        "--allow-unchecked",
+        action="store_true",
+        help=(
+            "exit 0 even when DECISIONs could not be recomputed (their config is neither the "
+            "current one nor stored); they are still counted and listed. Without it such a run "
+            "exits 3 (see docs/AUDIT.md)"
         ),
     )
     verify.set_defaults(run=cmd_verify)
