@@ -8,6 +8,7 @@ pool's worker processes as in production. Calls whose history matches nothing ar
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections.abc import AsyncIterator
@@ -19,11 +20,13 @@ import pytest
 
 from tests.openai_compat.test_plan import THREAD, record_turn
 from tests.stack import make_settings, running_stack
+from turngate.api import cpu_pool
 from turngate.api.openai_compat.history import HistoryMatch, HistoryMessage, _fingerprint, match_history
 from turngate.api.openai_compat.plan import check_message_count, plan_call
 from turngate.core.events import AdmissionError, Event, EventKind
 from turngate.devserver import DevServer
 from turngate.ledger import LedgerStore
+from turngate.security.principal import DEV_PRINCIPAL
 from turngate.settings import load_settings
 
 CAP = 1024  # TURNGATE_OPENAI_MAX_MESSAGES's default
@@ -134,12 +137,32 @@ async def test_planning_in_a_worker_process_reads_the_thread(tmp_path: Path) -> 
                 {"role": "user", "content": "next"},
             ]
             body = json.dumps({"model": "echo-1", "messages": messages}).encode()
-            chat, turn = await plan_call(body, {"X-Turngate-Thread": THREAD}, settings, store, None)
+            chat, turn = await plan_call(body, {"X-Turngate-Thread": THREAD}, settings, store, DEV_PRINCIPAL)
             refs = [ref["ref_id"] for ref in turn.envelope["payload"]["declared_refs"]]
             assert refs == [first[0].digest, first[2].digest] and chat.model == "echo-1"
             with pytest.raises(AdmissionError) as caught:
-                await plan_call(b'{"model": "echo-1", "messages": []}', {}, settings, store, None)
+                await plan_call(b'{"model": "echo-1", "messages": []}', {}, settings, store, DEV_PRINCIPAL)
             assert caught.value.reason_code == "admission.invalid_value"
+
+
+async def test_one_key_holds_one_worker_process_at_a_time() -> None:
+    """A key's second call waits for its first; another key's call does not wait for either."""
+    per_key = cpu_pool._PerKey()
+    entered: list[str] = []
+    release = asyncio.Event()
+
+    async def call(key: str, name: str) -> None:
+        async with per_key.hold(key):
+            entered.append(name)
+            await release.wait()
+
+    tasks = [asyncio.create_task(call(key, name)) for key, name in (("a", "a1"), ("a", "a2"), ("b", "b1"))]
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert entered == ["a1", "b1"]  # a2 waits behind a1 only
+    release.set()
+    await asyncio.gather(*tasks)
+    assert entered == ["a1", "b1", "a2"] and not per_key._gates  # nothing kept per key
 
 
 # ------------------------------------------------------------------ the index

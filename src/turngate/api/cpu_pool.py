@@ -5,8 +5,9 @@ a long history against it all grow with what one request sends. On the event loo
 every other request (any tenant's) for as long as they run. A thread is not enough: the regular
 expression and the JSON parser keep the interpreter lock for their whole call, so the loop's
 thread would still wait behind them. So they run in :data:`CPU_WORKERS` separate processes
-(started on first use, with ``spawn``), where extra work queues: one key's heavy calls cost that
-key time, not everyone's.
+(started on first use, with ``spawn``, at a lower CPU priority), where extra work queues, and one
+key's calls take at most :data:`PER_KEY` of them: one key's heavy calls cost that key time, not
+everyone's.
 
 What runs there is a module-level function of picklable arguments; an :class:`AdmissionError`
 it raises is raised again here. The ledger is opened in the worker from its URL
@@ -24,7 +25,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ T = TypeVar("T")
 
 #: Worker processes per API process: work beyond them waits its turn.
 CPU_WORKERS = 2
+#: Worker processes one key's calls may hold at once (fewer than CPU_WORKERS).
+PER_KEY = 1
 #: Ledgers a worker keeps open (one per ledger URL it was asked to read).
 WORKER_LEDGERS = 4
 #: Added to a worker's niceness: its work waits while the event loop's thread wants the CPU.
@@ -109,9 +112,42 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         return _Refused(exc.reason_code, exc.detail, exc.field)
 
 
-async def in_cpu_process(fn: Callable[..., T], /, *args: Any) -> T:
-    """``fn(*args)`` in a worker process (its exceptions raised here). A pool whose worker died
-    (killed, out of memory) is replaced once."""
+class _PerKey:
+    """At most :data:`PER_KEY` pool calls at once per key: one key's calls queue behind each
+    other, so another key always finds a worker that is not the first key's."""
+
+    def __init__(self) -> None:
+        self._gates: dict[str, asyncio.Semaphore] = {}
+        self._users: dict[str, int] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str | None) -> AsyncIterator[None]:
+        if key is None:
+            yield
+            return
+        gate = self._gates.setdefault(key, asyncio.Semaphore(PER_KEY))
+        self._users[key] = self._users.get(key, 0) + 1
+        try:
+            async with gate:
+                yield
+        finally:
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key], self._gates[key]
+
+
+_per_key = _PerKey()
+
+
+async def in_cpu_process(fn: Callable[..., T], /, *args: Any, key: str | None = None) -> T:
+    """``fn(*args)`` in a worker process (its exceptions raised here), at most :data:`PER_KEY`
+    at once for ``key`` (the caller's rate-limit key). A pool whose worker died (killed, out of
+    memory) is replaced once."""
+    async with _per_key.hold(key):
+        return await _in_process(fn, args)
+
+
+async def _in_process(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
     loop = asyncio.get_running_loop()
     for attempt in (1, 2):
         pool = _process_pool()

@@ -216,8 +216,12 @@ async def admit_intent(
         if data is None:
             body = await read_body(request, settings.max_body_bytes)
             # A large body is parsed in a worker process; a small one costs less than the trip.
-            run = in_cpu_process if len(body) > PARSE_IN_THREAD_BYTES else in_cpu_thread
-            admissible = await run(_admissible_body, body, settings, principal)
+            if len(body) > PARSE_IN_THREAD_BYTES:
+                admissible = await in_cpu_process(
+                    _admissible_body, body, settings, principal, key=principal.limit_key
+                )
+            else:
+                admissible = await in_cpu_thread(_admissible_body, body, settings, principal)
         else:
             admissible = await in_cpu_thread(_admissible, data, settings, principal)
         if isinstance(admissible, dict):  # case.ingest / case.embed / case.index: a job, not a turn

@@ -19,6 +19,7 @@ from turngate.api.openai_compat.turn import IDEMPOTENCY_HEADER, THREAD_HEADER, P
 from turngate.api.openai_compat.wire import ChatCompletionRequest, parse_chat_request
 from turngate.core.events import AdmissionError
 from turngate.ledger import LedgerStore
+from turngate.security.principal import Principal
 from turngate.settings import Settings
 
 TOO_MANY_MESSAGES = "openai.too_many_messages"
@@ -56,11 +57,18 @@ def _plan_body(
 
 
 async def plan_call(
-    body: bytes, headers: Mapping[str, str], settings: Settings, store: LedgerStore, tenant_id: str | None
+    body: bytes,
+    headers: Mapping[str, str],
+    settings: Settings,
+    store: LedgerStore,
+    principal: Principal,
 ) -> Planned:
-    """:func:`plan_request` for a raw body, off the event loop: in a worker process, or (a ledger
-    only this process can open) on the bounded thread pool."""
+    """:func:`plan_request` for a raw body, off the event loop: in a worker process (one at a
+    time per key), or (a ledger only this process can open) on the bounded thread pool."""
     wanted = {name: headers[name] for name in (THREAD_HEADER, IDEMPOTENCY_HEADER) if name in headers}
+    tenant_id = principal.tenant_id
     if shareable_ledger(settings.effective_ledger_url):
-        return await in_cpu_process(_plan_body, body, wanted, settings, None, tenant_id)
+        return await in_cpu_process(
+            _plan_body, body, wanted, settings, None, tenant_id, key=principal.limit_key
+        )
     return await in_cpu_thread(_plan_body, body, wanted, settings, store, tenant_id)

@@ -127,7 +127,7 @@ async def chat_completions(request: Request, state: Annotated[ApiState, Depends(
     principal = request_principal(request)
     try:
         body = await read_body(request, settings.max_body_bytes)
-        chat, turn = await plan_call(body, request.headers, settings, state.store, principal.tenant_id)
+        chat, turn = await plan_call(body, request.headers, settings, state.store, principal)
     except AdmissionError as exc:
         return _admission_error(exc)
     streams = stream_slots(request)
