@@ -23,6 +23,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, turn_finished
+from turngate.api.cpu_pool import in_cpu_process, in_cpu_thread
 from turngate.api.error_responses import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
@@ -43,6 +44,7 @@ from turngate.jobs.routes import submit_job
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.streams import stream_slots
+from turngate.settings import Settings
 from turngate.workflows.shared import (
     SA_ACTOR,
     SA_TENANT_ID,
@@ -58,9 +60,11 @@ router = APIRouter()
 T = TypeVar("T")
 
 INTENT_ACK_TIMEOUT_S = 10.0
+#: Bodies up to this size are parsed and validated on a thread, larger ones in a worker process.
+PARSE_IN_THREAD_BYTES = 64 * 1024
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise AdmissionError("admission.payload_too_large", f"body exceeds {limit} bytes")
@@ -72,7 +76,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def _json_object(body: bytes) -> Any:
+def json_object(body: bytes) -> Any:
     check_json_depth(body)  # before json.loads, which recurses once per level
     try:
         return json.loads(body)
@@ -210,18 +214,19 @@ async def admit_intent(
     principal = request_principal(request)
     try:
         if data is None:
-            body = await _read_body(request, settings.max_body_bytes)
-            data = _json_object(body)
-        if is_job_intent(data):  # case.ingest / case.embed / case.index: a job, not a turn
-            return await submit_job(request, state, data)
-        envelope = parse_intent(
-            data,
-            max_message_bytes=settings.max_message_bytes,
-            max_refs=settings.max_declared_refs,
-            max_tools=settings.max_declared_tools,
-        )
-        envelope = _with_principal(envelope, principal)
-        offload = check_intent_fits(envelope)
+            body = await read_body(request, settings.max_body_bytes)
+            # A large body is parsed in a worker process; a small one costs less than the trip.
+            if len(body) > PARSE_IN_THREAD_BYTES:
+                admissible = await in_cpu_process(
+                    _admissible_body, body, settings, principal, key=principal.limit_key
+                )
+            else:
+                admissible = await in_cpu_thread(_admissible_body, body, settings, principal)
+        else:
+            admissible = await in_cpu_thread(_admissible, data, settings, principal)
+        if isinstance(admissible, dict):  # case.ingest / case.embed / case.index: a job, not a turn
+            return await submit_job(request, state, admissible)
+        envelope, offload = admissible
         await asyncio.to_thread(_check_ids, state, envelope, principal.tenant_id is not None)
     except AdmissionError as exc:
         return admission_response(exc)
@@ -322,6 +327,27 @@ async def _run_turn(
     return JSONResponse(response, status_code=202)
 
 
+def _admissible_body(
+    body: bytes, settings: Settings, principal: Principal
+) -> dict[str, Any] | tuple[IntentEnvelope, bool]:
+    """A body's JSON when it is a job intent, else :func:`_admissible` of it."""
+    data = json_object(body)
+    return data if is_job_intent(data) else _admissible(data, settings, principal)
+
+
+def _admissible(data: Any, settings: Settings, principal: Principal) -> tuple[IntentEnvelope, bool]:
+    """The validated envelope with its principal, and whether a field must be offloaded (CPU
+    work that grows with the body: run off the event loop)."""
+    envelope = parse_intent(
+        data,
+        max_message_bytes=settings.max_message_bytes,
+        max_refs=settings.max_declared_refs,
+        max_tools=settings.max_declared_tools,
+    )
+    envelope = _with_principal(envelope, principal)
+    return envelope, check_intent_fits(envelope)
+
+
 def _with_principal(envelope: IntentEnvelope, principal: Principal) -> IntentEnvelope:
     """The envelope with the authenticated principal (recorded in the INTENT); none without a key."""
     if principal.key_id is None:
@@ -371,5 +397,5 @@ def _still_running(events: dict[str, Event]) -> bool:
 
 async def read_json_body(request: Request, limit: int) -> Any:
     """The request's body as JSON, under the body limit (``AdmissionError`` otherwise): the same
-    reading every front door does."""
-    return _json_object(await _read_body(request, limit))
+    reading every front door does. The parse (up to the body limit) runs off the event loop."""
+    return await in_cpu_thread(json_object, await read_body(request, limit))

@@ -20,8 +20,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from turngate.api.admission import RELEASE_MARGIN_S, turn_finished
 from turngate.api.error_responses import ADMISSION_STATUS
-from turngate.api.ingress import admit_intent, read_json_body
-from turngate.api.openai_compat.turn import PlannedTurn, plan_turn
+from turngate.api.ingress import admit_intent, read_body
+from turngate.api.openai_compat.plan import plan_call
+from turngate.api.openai_compat.turn import PlannedTurn
 from turngate.api.openai_compat.wire import (
     DONE_FRAME,
     ChatCompletionRequest,
@@ -31,7 +32,6 @@ from turngate.api.openai_compat.wire import (
     finish_reason,
     model_of,
     openai_error,
-    parse_chat_request,
     tool_calls_of,
     usage_of,
 )
@@ -126,10 +126,8 @@ async def chat_completions(request: Request, state: Annotated[ApiState, Depends(
     settings = state.settings
     principal = request_principal(request)
     try:
-        chat = parse_chat_request(await read_json_body(request, settings.max_body_bytes))
-        turn = await asyncio.to_thread(
-            plan_turn, chat, request.headers, settings, state.store, principal.tenant_id
-        )
+        body = await read_body(request, settings.max_body_bytes)
+        chat, turn = await plan_call(body, request.headers, settings, state.store, principal)
     except AdmissionError as exc:
         return _admission_error(exc)
     streams = stream_slots(request)
