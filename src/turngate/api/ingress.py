@@ -20,7 +20,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, turn_finished
 from turngate.api.error_responses import admission_response, error_response
@@ -28,6 +28,7 @@ from turngate.api.intent_size import check_intent_fits, fit_intent
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
+from turngate.api.watcher import TurnKey, turn_key
 from turngate.artifacts import ArtifactError
 from turngate.core.events import (
     AdmissionError,
@@ -49,6 +50,7 @@ from turngate.workflows.shared import (
     SA_THREAD_ID,
     SA_TURN_ID,
     TurnInput,
+    legacy_turn_workflow_id,
     turn_workflow_id,
 )
 from turngate.workflows.turn import TurnWorkflow
@@ -80,26 +82,35 @@ def _json_object(body: bytes) -> Any:
         raise AdmissionError("admission.malformed_json", f"body is not valid JSON: {exc}") from exc
 
 
+def _turn_key(envelope: IntentEnvelope) -> TurnKey:
+    """The turn's identity: its tenant (none for an unscoped caller) and its ids."""
+    return (envelope.tenant_id, envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
+
+
 def _turn_events(state: ApiState, envelope: IntentEnvelope) -> dict[str, Event]:
+    """The events of the caller's turn: its tenant's only (exactly: no tenant is a tenant too)."""
     events = state.store.turn_events(envelope.thread_id, envelope.turn_id, tenant_id=envelope.tenant_id)
-    return {str(e.kind): e for e in events if e.stream_id == envelope.payload.stream_id}
+    return {str(e.kind): e for e in events if turn_key(e) == _turn_key(envelope)}
 
 
 #: Said for an id another tenant holds: nothing about that tenant's turn or thread.
 ID_IN_USE = "is already in use; choose another (ids are unique across the gateway)"
 
 
-def _check_correlation(state: ApiState, envelope: IntentEnvelope, scoped: bool) -> None:
-    """A correlation id names one turn; reusing it for another turn is refused up front. With a
-    tenant-scoped caller, another tenant's id or thread is refused without naming anything."""
-    if scoped and state.store.thread_has_other_tenant(envelope.thread_id, envelope.tenant_id):
+def _check_correlation(state: ApiState, envelope: IntentEnvelope) -> None:
+    """A correlation id names one turn; reusing it for another turn is refused up front. Another
+    tenant's id or thread is refused without naming anything (the rule the ledger applies again
+    when the INTENT is recorded: ``ledger/thread_claims.py``)."""
+    if state.store.intent_blocked(envelope.tenant_id, envelope.thread_id, envelope.turn_id):
+        # a tenant-scoped caller: the thread is another tenant's; an unscoped one: the turn is
+        field = "thread_id" if envelope.tenant_id is not None else "turn_id"
         raise AdmissionError(
             "admission.correlation_conflict",
-            f"thread_id {envelope.thread_id!r} {ID_IN_USE}",
-            "payload.thread_id",
+            f"{field} {getattr(envelope, field)!r} {ID_IN_USE}",
+            f"payload.{field}",
         )
     for event in state.store.by_correlation(envelope.correlation_id):
-        if scoped and event.tenant_id != envelope.tenant_id:
+        if event.tenant_id != envelope.tenant_id:
             raise AdmissionError(
                 "admission.correlation_conflict",
                 f"correlation_id {envelope.correlation_id!r} {ID_IN_USE}",
@@ -119,10 +130,12 @@ def _check_correlation(state: ApiState, envelope: IntentEnvelope, scoped: bool) 
             )
 
 
-def _check_ids(state: ApiState, envelope: IntentEnvelope, tenant_scoped: bool) -> None:
-    """The correlation and parent checks, in one trip to a worker thread."""
-    _check_correlation(state, envelope, tenant_scoped)
+def _check_ids(state: ApiState, envelope: IntentEnvelope) -> bool:
+    """The correlation and parent checks, in one trip to a worker thread. Returns whether the
+    caller's turn already has events (a retry, or another correlation id for the same turn)."""
+    _check_correlation(state, envelope)
     _check_parent(state, envelope)
+    return bool(_turn_events(state, envelope))
 
 
 def _check_parent(state: ApiState, envelope: IntentEnvelope) -> None:
@@ -222,7 +235,7 @@ async def admit_intent(
         )
         envelope = _with_principal(envelope, principal)
         offload = check_intent_fits(envelope)
-        await asyncio.to_thread(_check_ids, state, envelope, principal.tenant_id is not None)
+        recorded = await asyncio.to_thread(_check_ids, state, envelope)
     except AdmissionError as exc:
         return admission_response(exc)
     slots: TurnSlots = request.app.state.turn_slots
@@ -230,7 +243,9 @@ async def admit_intent(
     async with admission:
         if admission.refused is not None:
             return admission.refused
-        return await _run_turn(request, state, envelope, admission, wait=wait, stream=stream, offload=offload)
+        return await _run_turn(
+            request, state, envelope, admission, wait=wait, stream=stream, offload=offload, recorded=recorded
+        )
 
 
 async def _run_turn(
@@ -242,10 +257,12 @@ async def _run_turn(
     wait: Literal["decision", "execution"] | None,
     stream: bool,
     offload: bool,
+    recorded: bool = False,
 ) -> Response:
     """Start the admitted turn and answer (an ack, a bounded wait, or the SSE stream). Its slots
     are the caller's ``admission``: every return or exception here gives them back. ``offload``:
-    some field must go to the artifact store first (:func:`check_intent_fits`)."""
+    some field must go to the artifact store first (:func:`check_intent_fits`). ``recorded``:
+    the turn already has events (it may run under the id format of an earlier version)."""
     settings = state.settings
     if offload:
         try:
@@ -254,15 +271,13 @@ async def _run_turn(
             log.warning("could not store a large intent field: %s", exc)
             return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
 
-    workflow_id = turn_workflow_id(
-        envelope.payload.stream_id, envelope.thread_id, envelope.turn_id, settings.workflow_id_prefix
-    )
     try:
+        workflow_id = await _workflow_id(state, envelope, recorded)
         running = await _start(state, envelope, workflow_id)
     except RPCError as exc:
-        log.warning("could not start turn %s: %s", workflow_id, exc)
+        log.warning("could not start turn %s: %s", envelope.correlation_id, exc)
         return error_response(503, "temporal.unavailable", "the workflow service is unreachable; retry")
-    key = (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
+    key = _turn_key(envelope)
     if running:
         admission.started(lambda: _until_finished(state, key))
     elif not await asyncio.to_thread(_turn_events, state, envelope):
@@ -289,15 +304,21 @@ async def _run_turn(
     # the admission gives the slots back on the way out. The turn was started and runs on.
     waited = await _wait_unless_disconnected(
         request,
-        state.watcher.wait_turn(
+        state.watcher.wait_admitted(
             key,
+            envelope.correlation_id,
             lambda found: _satisfied(found, wanted),
             settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S,
         ),
     )
     if waited is None:  # the client left: nobody reads an answer (the turn runs on)
         return Response(status_code=204)
-    events, satisfied = waited
+    if waited.refused:
+        # Another tenant's turn was recorded first in this thread (or under this correlation id)
+        # while ours waited for a worker: ours is never recorded. Nothing of theirs is named.
+        admission.turn_finished()
+        return await _refusal(state, envelope)
+    events, satisfied = waited.events, waited.done
     if turn_finished(events):
         admission.turn_finished()
     intent = events.get("INTENT")
@@ -320,6 +341,35 @@ async def _run_turn(
             if str(kind) in events:
                 response[str(kind).lower()] = events[str(kind)].to_wire()
     return JSONResponse(response, status_code=202)
+
+
+async def _workflow_id(state: ApiState, envelope: IntentEnvelope, recorded: bool) -> str:
+    """The turn's workflow id (tenant included). A turn that already has events may have been
+    started by an earlier version under the id without the tenant (an upgrade with turns in
+    flight): while that workflow exists, a retry attaches to it instead of starting a second."""
+    prefix = state.settings.workflow_id_prefix
+    ids = (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
+    current = turn_workflow_id(*ids, prefix, tenant_id=envelope.tenant_id)
+    if not recorded:
+        return current
+    legacy = legacy_turn_workflow_id(*ids, prefix)
+    try:
+        await state.client.get_workflow_handle(legacy).describe(rpc_timeout=START_RPC_TIMEOUT)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return current
+        raise
+    return legacy
+
+
+async def _refusal(state: ApiState, envelope: IntentEnvelope) -> Response:
+    """409 for a turn whose INTENT the ledger refused: the admission check, read again, names
+    which id is in use (and nothing of the other turn)."""
+    try:
+        await asyncio.to_thread(_check_correlation, state, envelope)
+    except AdmissionError as exc:
+        return admission_response(exc)
+    return error_response(409, "admission.correlation_conflict", f"this turn's ids are {ID_IN_USE}")
 
 
 def _with_principal(envelope: IntentEnvelope, principal: Principal) -> IntentEnvelope:
@@ -351,7 +401,7 @@ async def _wait_unless_disconnected(request: Request, waiting: Awaitable[T]) -> 
                 await task
 
 
-async def _until_finished(state: ApiState, key: tuple[str, str, str]) -> None:
+async def _until_finished(state: ApiState, key: TurnKey) -> None:
     """Until the turn is finished in the ledger (bounded: its slot must come back)."""
     await state.watcher.wait_turn(key, turn_finished, state.settings.llm_wall_clock_s + RELEASE_MARGIN_S)
 

@@ -50,10 +50,12 @@ class PlannedTurn:
     thread_id: str
     refs: int  # history messages that became declared refs
     client_messages: int  # system messages and unmatched history recorded as client context
+    tenant_id: str | None = None  # the caller's: part of the turn's identity
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (STREAM_ID, self.thread_id, self.correlation_id)
+    def key(self) -> tuple[str | None, str, str, str]:
+        """The turn's identity, as the ledger watcher keys it: (tenant, stream, thread, turn)."""
+        return (self.tenant_id, STREAM_ID, self.thread_id, self.correlation_id)
 
 
 @dataclass(frozen=True)
@@ -315,4 +317,5 @@ def plan_turn(
         thread_id=thread_id,
         refs=len(match.ref_digests),
         client_messages=len(client_messages),
+        tenant_id=tenant_id,
     )
