@@ -290,6 +290,18 @@ async def _run_turn(
         )
 
     if stream:
+        if running:  # the stream starts once the INTENT is recorded (or the ledger refused it)
+            admitted = await _wait_unless_disconnected(
+                request,
+                state.watcher.wait_admitted(
+                    key, envelope.correlation_id, lambda found: "INTENT" in found, INTENT_ACK_TIMEOUT_S
+                ),
+            )
+            if admitted is None:
+                return Response(status_code=204)
+            if admitted.refused:
+                admission.turn_finished()
+                return await _refusal(state, envelope)
         # Prompt assembly's events: token events while the provider streams, then redact or done.
         messages = stream_turn_events(
             state,
