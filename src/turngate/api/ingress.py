@@ -97,18 +97,25 @@ def _turn_events(state: ApiState, envelope: IntentEnvelope) -> dict[str, Event]:
 ID_IN_USE = "is already in use; choose another (ids are unique across the gateway)"
 
 
-def _check_correlation(state: ApiState, envelope: IntentEnvelope) -> None:
+def _id_in_use(envelope: IntentEnvelope, field: Literal["thread_id", "turn_id"]) -> AdmissionError:
+    return AdmissionError(
+        "admission.correlation_conflict",
+        f"{field} {getattr(envelope, field)!r} {ID_IN_USE}",
+        f"payload.{field}",
+    )
+
+
+def _check_correlation(state: ApiState, envelope: IntentEnvelope) -> bool:
     """A correlation id names one turn; reusing it for another turn is refused up front. Another
     tenant's id or thread is refused without naming anything (the rule the ledger applies again
-    when the INTENT is recorded: ``ledger/thread_claims.py``)."""
-    if state.store.intent_blocked(envelope.tenant_id, envelope.thread_id, envelope.turn_id):
-        # a tenant-scoped caller: the thread is another tenant's; an unscoped one: the turn is
-        field = "thread_id" if envelope.tenant_id is not None else "turn_id"
-        raise AdmissionError(
-            "admission.correlation_conflict",
-            f"{field} {getattr(envelope, field)!r} {ID_IN_USE}",
-            f"payload.{field}",
-        )
+    when the INTENT is recorded: ``ledger/thread_claims.py``; an unscoped caller's turn that is a
+    tenant's is refused there, and answered by :func:`_refusal`). Returns whether this correlation
+    id is already recorded for this turn (a retry)."""
+    if envelope.tenant_id is not None and state.store.thread_has_other_tenant(
+        envelope.thread_id, envelope.tenant_id
+    ):
+        raise _id_in_use(envelope, "thread_id")
+    recorded = False
     for event in state.store.by_correlation(envelope.correlation_id):
         if event.tenant_id != envelope.tenant_id:
             raise AdmissionError(
@@ -128,14 +135,16 @@ def _check_correlation(state: ApiState, envelope: IntentEnvelope) -> None:
                 f"{event.turn_id!r} of thread {event.thread_id!r}",
                 "correlation_id",
             )
+        recorded = True
+    return recorded
 
 
 def _check_ids(state: ApiState, envelope: IntentEnvelope) -> bool:
     """The correlation and parent checks, in one trip to a worker thread. Returns whether the
-    caller's turn already has events (a retry, or another correlation id for the same turn)."""
-    _check_correlation(state, envelope)
+    turn is already recorded under this correlation id (a retry)."""
+    recorded = _check_correlation(state, envelope)
     _check_parent(state, envelope)
-    return bool(_turn_events(state, envelope))
+    return recorded
 
 
 def _check_parent(state: ApiState, envelope: IntentEnvelope) -> None:
@@ -262,7 +271,8 @@ async def _run_turn(
     """Start the admitted turn and answer (an ack, a bounded wait, or the SSE stream). Its slots
     are the caller's ``admission``: every return or exception here gives them back. ``offload``:
     some field must go to the artifact store first (:func:`check_intent_fits`). ``recorded``:
-    the turn already has events (it may run under the id format of an earlier version)."""
+    the turn is already recorded under this correlation id (it may run under the id format of an
+    earlier version)."""
     settings = state.settings
     if offload:
         try:
@@ -356,9 +366,9 @@ async def _run_turn(
 
 
 async def _workflow_id(state: ApiState, envelope: IntentEnvelope, recorded: bool) -> str:
-    """The turn's workflow id (tenant included). A turn that already has events may have been
-    started by an earlier version under the id without the tenant (an upgrade with turns in
-    flight): while that workflow exists, a retry attaches to it instead of starting a second."""
+    """The turn's workflow id (tenant included). A turn already recorded may have been started
+    by an earlier version under the id without the tenant (an upgrade with turns in flight):
+    while that workflow exists, a retry attaches to it instead of starting a second."""
     prefix = state.settings.workflow_id_prefix
     ids = (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
     current = turn_workflow_id(*ids, prefix, tenant_id=envelope.tenant_id)
@@ -381,7 +391,7 @@ async def _refusal(state: ApiState, envelope: IntentEnvelope) -> Response:
         await asyncio.to_thread(_check_correlation, state, envelope)
     except AdmissionError as exc:
         return admission_response(exc)
-    return error_response(409, "admission.correlation_conflict", f"this turn's ids are {ID_IN_USE}")
+    return admission_response(_id_in_use(envelope, "thread_id" if envelope.tenant_id else "turn_id"))
 
 
 def _with_principal(envelope: IntentEnvelope, principal: Principal) -> IntentEnvelope:
