@@ -58,7 +58,8 @@ class LedgerActivities:
     def begin_turn(self, inp: BeginTurnInput) -> BeginTurnResult:
         """Record the INTENT, fetch the candidate events for its declared refs (O(refs)) and,
         with prompt packs, the thread's pinned prompt snapshot."""
-        intent = self._append(inp.intent)
+        # Under the ledger's write lock: a thread holds one tenant's turns (ledger/thread_claims.py).
+        intent = self._append(inp.intent, claim_thread=True)
         # Refs resolve within the intent's tenant only (another tenant's event is REF_NOT_FOUND).
         candidates = (
             self._store.fetch_ref_candidates(intent.thread_id, inp.ref_ids, tenant_id=intent.tenant_id)
@@ -165,9 +166,9 @@ class LedgerActivities:
             ) from exc
         return payload
 
-    def _append(self, draft: EventDraft) -> Event:
+    def _append(self, draft: EventDraft, *, claim_thread: bool = False) -> Event:
         try:
-            event = self._store.append(draft)
+            event = self._store.append(draft, claim_thread=claim_thread)
         except LedgerConflictError as exc:
             # A different event under the same (correlation_id, kind): never retried, never hidden.
             raise ApplicationError(str(exc), type=LEDGER_CONFLICT, non_retryable=True) from exc

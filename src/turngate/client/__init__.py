@@ -31,6 +31,7 @@ from turngate.client.async_client import AsyncTurngate
 from turngate.client.calls import intent_envelope
 from turngate.client.request_errors import TurngateError, Unreachable
 from turngate.client.sync_client import Turngate
+from turngate.client.turn_headers import decode_header_id, turn_headers
 
 __all__ = [
     "ArtifactPointer",
@@ -46,7 +47,9 @@ __all__ = [
     "Unreachable",
     "VerifyReport",
     "calls",
+    "decode_header_id",
     "intent_envelope",
+    "turn_headers",
 ]
 
 #: The typed answers (pydantic models of the ledger's events) cost most of a `turngate chat`
