@@ -2,11 +2,11 @@
 answer ``{"payloads": [...]}`` (payloads in protobuf JSON), so the Temporal UI and the
 ``temporal`` CLI (``--codec-endpoint``) can show encrypted histories in the clear.
 
-Admin role (turngate.security.routes) and unscoped only: whoever may call it reads every prompt
-and answer, and the histories it decodes (the Temporal UI lists one namespace) are every
-tenant's, so a tenant-scoped admin key is refused. Browsers call it from the Temporal UI's
-origin, so CORS is open to exactly that origin (TURNGATE_TEMPORAL_UI_URL) and only on these two
-paths.
+Operators only (turngate.security.routes: the admin role and no tenant): whoever may call it
+reads every prompt and answer, and the histories it decodes (the Temporal UI lists one
+namespace) are every tenant's, so a tenant-scoped admin key is refused. Browsers call it from
+the Temporal UI's origin, so CORS is open to exactly that origin (TURNGATE_TEMPORAL_UI_URL) and
+only on these two paths.
 
 The artifact claim check runs only on what decryption returns: a claim-check pointer that was
 sealed under the deployment's keys, which only turngate's own codec makes (``/codec/encode``
@@ -34,7 +34,6 @@ from turngate.artifacts import ArtifactError
 from turngate.artifacts.temporal_codec import POINTER_ENCODING, PayloadArtifactError, PayloadStoreError
 from turngate.core.json_depth import MAX_JSON_DEPTH, too_deep
 from turngate.encryption import DecryptionError
-from turngate.security.auth import request_principal
 from turngate.settings import Settings
 from turngate.temporal_client import data_converter, encryption_keys
 
@@ -93,16 +92,6 @@ def _payloads(body: bytes) -> list[Payload]:
         raise _Refused(400, "codec.bad_request", f"{expected}: {exc}") from None
 
 
-def _operator_only(request: Request) -> None:
-    if request_principal(request).tenant_id is not None:
-        raise _Refused(
-            403,
-            "codec.operator_only",
-            "the codec decodes every tenant's histories: it needs an unscoped admin key (tenant '*') "
-            "or an admin token without a tenant",
-        )
-
-
 def _refuse_pointers(payloads: Sequence[Payload]) -> None:
     """Only turngate's claim check makes pointers: one sent to ``encode`` would come back sealed,
     and ``decode`` follows sealed pointers."""
@@ -131,7 +120,6 @@ async def _apply(request: Request, operation: Literal["encode", "decode"]) -> JS
             404, "codec.disabled", "histories are not encrypted here (TURNGATE_ENCRYPTION_KEYS is unset)"
         )
     try:
-        _operator_only(request)
         payloads = _payloads(await _body(request))
         if operation == "encode":
             _refuse_pointers(payloads)
