@@ -231,3 +231,10 @@ async def test_by_default_a_resolver_on_loopback_is_never_contacted(resolver: Fa
     outcome = await fetch_handle(config(resolver.base_url, deny_networks=DEFAULT_DENY_NETWORKS), "ok", "note")
     assert outcome.reason_code == "workbench.denied_address"
     assert resolver.seen_auth == []
+
+
+@pytest.mark.parametrize("entry", ["10.0.0.0/33", "not-a-network", "fe80::/129"])
+def test_a_bad_deny_list_entry_fails_at_start_up(entry: str) -> None:
+    # Not inside a fetch, where it would raise for every handle.
+    with pytest.raises(ValueError, match="WORKBENCH_DENY_NETWORKS"):
+        WorkbenchConfig.from_env({"WORKBENCH_DENY_NETWORKS": f"127.0.0.0/8,{entry}"})

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 
 from turngate.settings import Settings
 
@@ -79,6 +79,17 @@ class WorkbenchConfig(BaseModel):
     max_bytes: int = 64 * 1024
     admit_kinds: tuple[str, ...] = ()
     deny_networks: tuple[str, ...] = DEFAULT_DENY_NETWORKS
+
+    @field_validator("deny_networks")
+    @classmethod
+    def _networks(cls, networks: tuple[str, ...]) -> tuple[str, ...]:
+        # Checked once at start-up: a bad entry would otherwise raise inside every fetch.
+        for network in networks:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError:
+                raise ValueError(f"WORKBENCH_DENY_NETWORKS: {network!r} is not a CIDR network") from None
+        return networks
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkbenchConfig:
