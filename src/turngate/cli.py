@@ -3,6 +3,11 @@ setup | jobs | cases | policy (chat and the last five are built beside their fea
 
 Every entry point ends with os._exit(code) after a clean shutdown: Temporal's Python SDK can
 crash at interpreter exit otherwise (sdk-python#300).
+
+Each command imports what it uses and nothing else: only the command named on the command line
+has its parser built (and its module imported); the others are listed by name and one-line help
+(``COMMANDS``). `turngate --help` and `turngate chat` load no Temporal, SQL, web server or
+telemetry module (tests/cli/test_light_imports.py).
 """
 
 from __future__ import annotations
@@ -10,36 +15,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Collection, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from turngate import __version__
 from turngate.arg_types import non_negative_int, positive_int
-from turngate.chat_command import add_chat_parser
-from turngate.settings import Settings, load_settings
 from turngate.stop_signals import StopSignals
 
 if TYPE_CHECKING:
     from temporalio.client import Client
+
+    from turngate.settings import Settings
 
 log = logging.getLogger("turngate")
 ALLOW_ALL = "turngate.policies.allow_all"
 
 
 def _setup_logging() -> None:
-    from turngate.settings import LogSettings
-    from turngate.telemetry.logs import configure_logging
+    from turngate.log_setup import configure_logging, log_level_from_env
 
-    logs = LogSettings()
-    configure_logging(logs.log_level.upper(), logs.log_format)
+    configure_logging(log_level_from_env())
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("temporalio").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The process settings (turngate.settings), imported by the commands that read them only:
+    pydantic-settings alone costs a client command like `chat` half its start-up."""
+    from turngate.settings import load_settings as load
+
+    return load(**overrides)
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:
@@ -273,6 +285,7 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         replay_policy=args.replay_policy,
         events_file=Path(args.events) if args.events else None,
         artifacts_dir=args.artifacts,
+        allow_unchecked=args.allow_unchecked,
     )
 
 
@@ -317,16 +330,84 @@ async def cmd_gc(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from turngate.artifacts.gc import parse_duration
+if TYPE_CHECKING:  # the subparsers of `turngate` that each command's parser is added to
+    Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
 
+#: Every command in `turngate --help` order: its one-line help, and the function that adds its
+#: parser (module:function, imported only when that command runs). One function may add several.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "dev": ("Temporal dev server + worker + API in one process (local use)", "turngate.cli:add_dev_parser"),
+    "serve": ("run the API (needs a Temporal server and a worker)", "turngate.cli:add_serve_parser"),
+    "worker": ("run the Temporal worker (turns + provider calls)", "turngate.cli:add_worker_parser"),
+    "chat": (
+        "send one message and print the answer and the DECISION",
+        "turngate.chat_command:add_chat_parser",
+    ),
+    "config": ("print the effective configuration (no secrets)", "turngate.cli:add_config_parser"),
+    "verify": (
+        "recompute every digest, chain link, DECISION and artifact pointer of the ledger",
+        "turngate.cli:add_verify_parser",
+    ),
+    "replay": (
+        "replay a turn from the ledger, or workflow histories on this code",
+        "turngate.cli:add_replay_parser",
+    ),
+    "gc": ("delete expired snapshot artifacts (never manifests or events)", "turngate.cli:add_gc_parser"),
+    "keys": (
+        "create, list and revoke API keys (stored hashed in the ledger db)",
+        "turngate.security.key_commands:add_keys_parser",
+    ),
+    "setup": (
+        "one-shot deploy step: migrate the ledger, grant the app role, bootstrap keys",
+        "turngate.setup_cli:add_setup_parser",
+    ),
+    "jobs": (
+        "list, show, watch and cancel case jobs (ingest, embed, index)",
+        "turngate.jobs.cli.commands:add_jobs_parsers",
+    ),
+    "cases": (
+        "show a case's chunks, embeddings and index; build one from files",
+        "turngate.jobs.cli.commands:add_jobs_parsers",
+    ),
+    "policy": (
+        "what-if a candidate policy over the ledger; policy history",
+        "turngate.policy_lifecycle.commands:add_policy_parser",
+    ),
+    "budgets": (
+        "set and show token and cost budgets per tenant and API key",
+        "turngate.spend.budget_commands:add_budgets_parser",
+    ),
+}
+
+
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The `turngate` parser with ``commands`` built in full (default: every command); the
+    others are listed with their help only, their modules not imported."""
     parser = argparse.ArgumentParser(
         prog="turngate",
         description="A deterministic, durable, auditable boundary in front of LLM calls (on Temporal).",
     )
     parser.add_argument("--version", action="version", version=f"turngate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    full = set(COMMANDS) if commands is None else set(commands) & set(COMMANDS)
+    for name, (help_text, adder) in COMMANDS.items():
+        if name in sub.choices:
+            continue  # added with another command by the same function
+        if any(COMMANDS[other][1] == adder for other in full):
+            module, function = adder.split(":")
+            getattr(importlib.import_module(module), function)(sub)
+        else:
+            sub.add_parser(name, help=help_text)
+    return parser
 
+
+def command_named(argv: list[str]) -> str | None:
+    """The command a command line names: its first word that is not an option (the top-level
+    options take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def add_dev_parser(sub: Subcommands) -> None:
     dev = sub.add_parser("dev", help="Temporal dev server + worker + API in one process (local use)")
     dev.add_argument("--port", type=int, default=8010, help="API port (default 8010)")
     dev.add_argument("--temporal-port", type=int, default=7233, help="Temporal frontend port (7233)")
@@ -346,11 +427,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dev.set_defaults(run=cmd_dev)
 
+
+def add_serve_parser(sub: Subcommands) -> None:
     serve = sub.add_parser("serve", help="run the API (needs a Temporal server and a worker)")
     serve.add_argument("--host", help="address to listen on (default: TURNGATE_HOST, else 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: TURNGATE_PORT, else 8010)")
     serve.set_defaults(run=cmd_serve)
 
+
+def add_worker_parser(sub: Subcommands) -> None:
     worker = sub.add_parser("worker", help="run the Temporal worker (turns + provider calls)")
     worker.add_argument(
         "--processes",
@@ -360,13 +445,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.set_defaults(run=cmd_worker)
 
-    add_chat_parser(sub)
 
+def add_config_parser(sub: Subcommands) -> None:
     config = sub.add_parser("config", help="print the effective configuration (no secrets)")
     config.set_defaults(run=cmd_config)
 
+
+def add_verify_parser(sub: Subcommands) -> None:
+    from turngate.artifacts.gc import parse_duration
+
     verify = sub.add_parser(
-        "verify", help="recompute every digest, chain link, DECISION and artifact pointer of the ledger"
+        "verify",
+        help="recompute every digest, chain link, DECISION and artifact pointer of the ledger",
+        description=(
+            "Recompute every digest, chain link, DECISION and artifact pointer of the ledger. "
+            "A DECISION made under an earlier config is recomputed with the config stored under "
+            "its digest. Exit codes: 0 everything verified, 1 something failed, 2 the check "
+            "could not run, 3 some DECISIONs could not be recomputed (--allow-unchecked: 0)."
+        ),
     )
     verify.add_argument("--thread", help="only this thread's events")
     verify.add_argument("--since", type=int, metavar="N", help="first ledger index to check")
@@ -416,8 +512,19 @@ def build_parser() -> argparse.ArgumentParser:
             "a different answer (a policy reading the clock or randomness) is a failure"
         ),
     )
+    verify.add_argument(
+        "--allow-unchecked",
+        action="store_true",
+        help=(
+            "exit 0 even when DECISIONs could not be recomputed (their config is neither the "
+            "current one nor stored); they are still counted and listed. Without it such a run "
+            "exits 3 (see docs/AUDIT.md)"
+        ),
+    )
     verify.set_defaults(run=cmd_verify)
 
+
+def add_replay_parser(sub: Subcommands) -> None:
     replay = sub.add_parser(
         "replay", help="replay a turn from the ledger, or workflow histories on this code"
     )
@@ -435,6 +542,10 @@ def build_parser() -> argparse.ArgumentParser:
     workflows.add_argument("--json", action="store_true")
     workflows.set_defaults(run=cmd_replay_workflows)
 
+
+def add_gc_parser(sub: Subcommands) -> None:
+    from turngate.artifacts.gc import parse_duration
+
     gc = sub.add_parser("gc", help="delete expired snapshot artifacts (never manifests or events)")
     gc.add_argument(
         "--older-than", type=parse_duration, required=True, metavar="DURATION", help="e.g. 7d, 12h"
@@ -443,27 +554,11 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--json", action="store_true")
     gc.set_defaults(run=cmd_gc)
 
-    from turngate.security.key_commands import add_keys_parser
-
-    add_keys_parser(sub)
-    from turngate.setup_cli import add_setup_parser
-
-    add_setup_parser(sub)
-    from turngate.jobs.cli.commands import add_jobs_parsers
-
-    add_jobs_parsers(sub)
-    from turngate.policy_lifecycle.commands import add_policy_parser
-
-    add_policy_parser(sub)
-    from turngate.spend.budget_commands import add_budgets_parser
-
-    add_budgets_parser(sub)
-    return parser
-
 
 def main(argv: list[str] | None = None) -> None:
     _setup_logging()
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser([command_named(argv) or ""]).parse_args(argv)
     run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.run
     code = 1
     try:

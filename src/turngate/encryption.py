@@ -34,6 +34,8 @@ ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
 KEY_BYTES = 32
 NONCE_BYTES = 12
+#: The AES-GCM authentication tag that ends every sealed payload.
+TAG_BYTES = 16
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 #: Bytes an encrypted payload may add to the plain one: nonce and tag (28), the metadata with a
 #: key id of at most 64 characters, and protobuf framing; a generous upper bound, so a payload
@@ -155,6 +157,8 @@ class EncryptionCodec(PayloadCodec):
             raise DecryptionError(
                 f"payload encrypted with key {key_id!r}, which is not among the configured keys"
             )
+        if len(payload.data) < NONCE_BYTES + TAG_BYTES:
+            raise DecryptionError(f"payload under key {key_id!r} is too short to be sealed")
         nonce, sealed = payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:]
         try:
             plain = cipher.decrypt(nonce, sealed, key_id.encode("ascii"))

@@ -131,6 +131,9 @@ class Settings(LogSettings):
     openai_client_system: Literal["allow", "refuse"] = Field(
         "allow", validation_alias=_alias("TURNGATE_OPENAI_CLIENT_SYSTEM")
     )
+    # Messages one call may send (the history is matched against the thread per message): more
+    # is refused 413 openai.too_many_messages before anything is parsed further.
+    openai_max_messages: int = Field(1024, ge=1, validation_alias=_alias("TURNGATE_OPENAI_MAX_MESSAGES"))
 
     # Case jobs (docs/JOBS.md): activity slots per job type and worker, open jobs per type before
     # ingress answers 503 queue.full, and each type's wall-clock limit.

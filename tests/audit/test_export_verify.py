@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.audit.helpers import Ledger, make_ledger
+from tests.audit.helpers import Ledger, config, make_ledger
+from turngate.artifacts import open_artifact_store
+from turngate.artifacts.configs import store_context_config
 from turngate.audit.report import verify_command
 from turngate.cli import build_parser
 from turngate.settings import load_settings
@@ -42,10 +45,12 @@ def write_lines(path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
-def verify(tmp_path: Path, events: Path, artifacts: Path | None = None, **kw: Any) -> tuple[int, str, str]:
+def verify(
+    tmp_path: Path, events: Path, artifacts: Path | None = None, settings: Any = None, **kw: Any
+) -> tuple[int, str, str]:
     """As the CLI runs it, from a data dir that holds no ledger at all."""
     out, err = io.StringIO(), io.StringIO()
-    settings = load_settings(data_dir=tmp_path / "no-ledger-here")
+    settings = settings or load_settings(data_dir=tmp_path / "no-ledger-here")
     args: dict[str, Any] = {"thread_id": None, "since": None, "until": None, "as_json": True}
     args.update(kw)
     code = verify_command(
@@ -131,3 +136,26 @@ def test_the_cli_takes_events_and_artifacts() -> None:
         ["verify", "--events", "export.jsonl", "--artifacts", "exported-artifacts"]
     )
     assert (args.events, args.artifacts) == ("export.jsonl", "exported-artifacts")
+
+
+def test_an_export_made_under_another_config_uses_the_exported_stored_config(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    artifacts = tmp_path / "exported-artifacts"
+    shutil.copytree(ledger.artifacts_root, artifacts)
+    store_context_config(open_artifact_store(str(artifacts)), config())
+    events = write_lines(tmp_path / "export.jsonl", exported_events(ledger))
+    drift = {"data_dir": tmp_path / "no-ledger-here", "context_max_refs": "7"}
+
+    code, out, _ = verify(tmp_path, events, artifacts, settings=load_settings(**drift))
+    report = json.loads(out)
+    assert code == 0 and report["ok"] and report["checked_decisions"] == TURNS
+    assert [f["kind"] for f in report["info"]] == ["config_drift"]
+
+    # Without the artifacts, the DECISIONs cannot be recomputed: not OK, exit 3, unless allowed.
+    code, out, _ = verify(tmp_path, events, settings=load_settings(**drift))
+    report = json.loads(out)
+    assert code == 3 and not report["ok"] and report["unchecked_decisions"] == TURNS
+    assert "no artifact store was given" in report["unchecked"][0]["detail"]
+    code, out, _ = verify(tmp_path, events, settings=load_settings(**drift), allow_unchecked=True)
+    assert code == 0 and json.loads(out)["unchecked_decisions"] == TURNS

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.audit.helpers import Ledger, config, make_ledger
+from turngate.artifacts.configs import store_context_config
 from turngate.audit.replay import replay_histories, replay_turn
 from turngate.audit.report import render_turn_replay_text, replay_turn_command
 from turngate.core.context import load_context_config
@@ -94,6 +95,17 @@ def test_config_drift_skips_the_context_checks(ledger: Ledger) -> None:
         ledger.store, WITH_REFS, context_config=other, known_configs=[config()], policy_module=ALLOW_ALL
     )
     assert known.ok, known.checks
+
+
+def test_config_drift_replays_with_the_stored_config(ledger: Ledger) -> None:
+    store_context_config(ledger.artifacts(), config())
+    other = load_context_config(None, {"TURNGATE_CONTEXT_MAX_REFS": "7"})
+    replay = replay_turn(
+        ledger.store, WITH_REFS, context_config=other, policy_module=ALLOW_ALL, artifacts=ledger.artifacts()
+    )
+    assert replay.ok, replay.checks
+    found = statuses(replay)
+    assert found["context_config"] == found["context_digest"] == found["decision"] == "pass"
 
 
 def test_an_unknown_turn(ledger: Ledger) -> None:

@@ -120,3 +120,28 @@ def test_the_cli_flags_are_checked_and_documented(capsys: pytest.CaptureFixture[
         parser.parse_args(["verify", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert f"default {MAX_CACHE_EVENTS:,}" in help_text and f"starts at {RECENT_EVENTS:,}" in help_text
+
+
+ALLOW_ALL = "turngate.policies.allow_all"
+
+
+def test_replay_policy_says_what_it_decided_again_and_what_not(ledger: Ledger) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    settings = ledger.settings(policy_module=ALLOW_ALL)
+    args = {"thread_id": None, "since": None, "until": None, "as_json": True, "out": out, "err": err}
+    code = verify_command(settings, replay_policy=True, **args)
+    body = json.loads(out.getvalue())
+    assert code == 0, body["failures"]
+    [scope] = [f for f in body["info"] if f["kind"] == "policy_replay_scope"]
+    assert scope["detail"].startswith(f"--replay-policy decided 12 DECISION(s) again with {ALLOW_ALL}; ")
+    assert "0 made by another policy identity" in scope["detail"]
+
+    # Under another config that is not stored, nothing is decided again (and verify says so).
+    out = io.StringIO()
+    drifted = ledger.settings(policy_module=ALLOW_ALL, context_max_refs="7")
+    code = verify_command(drifted, replay_policy=True, **{**args, "out": out})
+    body = json.loads(out.getvalue())
+    assert code == 3 and body["failures"] == [] and body["unchecked_decisions"] == 12
+    [scope] = [f for f in body["info"] if f["kind"] == "policy_replay_scope"]
+    assert "decided 0 DECISION(s) again" in scope["detail"]
+    assert scope["detail"].endswith("12 not replayed: their context config could not be had")

@@ -16,6 +16,7 @@ import turngate.audit.verification.event_checks as event_checks
 import turngate.audit.verification.run as verify_run
 from tests.audit.helpers import Ledger, config, kinds, make_ledger
 from turngate.artifacts import LocalArtifactStore
+from turngate.artifacts.configs import store_context_config
 from turngate.audit import AuditKind, verify_all
 from turngate.core.context import load_context_config
 from turngate.core.decision import decide
@@ -224,20 +225,82 @@ def test_an_invalid_pointer_in_a_gateway_field_is_reported(ledger: Ledger) -> No
     assert kinds(verify(ledger).failures) == [("artifact_pointer_invalid", index)]
 
 
-def test_a_changed_config_is_drift_not_a_failure(ledger: Ledger) -> None:
+def test_a_decision_under_a_config_not_had_is_unchecked_and_not_ok(ledger: Ledger) -> None:
     other = load_context_config(None, {"TURNGATE_CONTEXT_MAX_REFS": "7"})
     report = verify(ledger, context_config=other)
-    assert report.ok, report.failures
+    # Nothing failed, but no DECISION was recomputed: not ok, and the report says why.
+    assert report.failures == [] and not report.ok
+    assert report.unchecked_decisions == TURNS and report.checked_decisions == 0
     first = ledger.rows("kind = 'DECISION'")[0]
-    assert kinds(report.warnings) == [("config_drift", first["index"])]
-    assert f"{TURNS} DECISION(s)" in report.warnings[0].detail
-    assert report.unverified_decisions == TURNS and report.checked_decisions == 0
+    assert kinds(report.unchecked) == [("config_unavailable", first["index"])]
+    assert f"{TURNS} DECISION(s)" in report.unchecked[0].detail
+    assert "no config is stored under that digest" in report.unchecked[0].detail
+    allowed = verify(ledger, context_config=other, allow_unchecked=True)
+    assert allowed.ok and allowed.unchecked_decisions == TURNS and allowed.allow_unchecked
     known = verify(ledger, context_config=other, known_configs=[config()])
-    assert known.ok and known.warnings == [] and known.checked_decisions == TURNS
+    assert known.ok and known.unchecked == [] and known.checked_decisions == TURNS
+    assert kinds(known.info) == [("config_drift", first["index"])]
+
+
+def test_a_decision_under_a_stored_config_is_recomputed_with_it(ledger: Ledger) -> None:
+    store_context_config(ledger.artifacts(), config())
+    other = load_context_config(None, {"TURNGATE_CONTEXT_MAX_REFS": "7"})
+    report = verify(ledger, context_config=other)
+    assert report.ok, (report.failures, report.unchecked)
+    assert report.checked_decisions == TURNS and report.unchecked_decisions == 0
+    first = ledger.rows("kind = 'DECISION'")[0]
+    assert kinds(report.info) == [("config_drift", first["index"])]
+    assert "recomputed with the config stored at standard/context_config/" in report.info[0].detail
+    # Without the artifact store, the stored config cannot be had.
+    blind = verify(ledger, context_config=other, artifacts=None)
+    assert not blind.ok and blind.unchecked_decisions == TURNS
+    assert "no artifact store was given" in blind.unchecked[0].detail
+
+
+def test_an_altered_stored_config_is_a_failure(ledger: Ledger) -> None:
+    pointer = store_context_config(ledger.artifacts(), config())
+    path = ledger.artifacts_root / pointer.path
+    path.write_bytes(path.read_bytes().replace(b'"max_refs":50', b'"max_refs":51'))
+    other = load_context_config(None, {"TURNGATE_CONTEXT_MAX_REFS": "7"})
+    report = verify(ledger, context_config=other, allow_unchecked=True)
+    first = ledger.rows("kind = 'DECISION'")[0]
+    assert kinds(report.failures) == [("config_mismatch", first["index"])] and not report.ok
+    assert report.unchecked_decisions == TURNS and "altered or corrupt" in report.unchecked[0].detail
 
 
 LAST = "c-0000029"  # the last turn: resealing after its DECISION touches only its EXECUTION
 REFERENCED = "c-0000023"  # the turn it references (same thread)
+
+
+def test_a_config_digest_that_is_no_digest_is_unchecked(ledger: Ledger) -> None:
+    decision = ledger.row(LAST, "DECISION")
+    ledger.edit_payload(
+        decision["index"], lambda p: p.update(boundary={"context_config_digest": "x/../y"}), reseal=True
+    )
+    report = verify(ledger)
+    assert report.failures == [] and not report.ok
+    assert report.unchecked_decisions == 1 and report.checked_decisions == TURNS - 1
+    assert kinds(report.unchecked) == [("config_unavailable", decision["index"])]
+    assert "the config cannot be used: 'x/../y' is not a sha256 digest" in report.unchecked[0].detail
+
+
+def test_a_shadow_entry_of_a_policy_that_does_not_load_is_a_warning(ledger: Ledger) -> None:
+    decision = ledger.row(LAST, "DECISION")
+    entry = {
+        "policy_id": "acme.retired",
+        "policy_version": "3",
+        "config_digest": "sha256:" + "a" * 64,
+        "decision": "DENY",
+        "reason_codes": ["acme.no"],
+    }
+    ledger.edit_payload(decision["index"], lambda p: p.update(shadow=[entry]), reseal=True)
+    report = verify(ledger)
+    assert report.ok and report.failures == [] and report.checked_decisions == TURNS
+    assert kinds(report.warnings) == [("shadow_not_rerun", decision["index"])]
+    assert report.warnings[0].detail.startswith(
+        f"1 DECISION(s) (index {decision['index']}..{decision['index']}) hold a shadow entry of "
+        f"acme.retired v3, config sha256:{'a' * 64}, not re-run"
+    )
 
 
 def test_a_resealed_decision_whose_context_digest_does_not_recompute(ledger: Ledger) -> None:

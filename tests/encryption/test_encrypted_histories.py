@@ -172,34 +172,6 @@ async def test_codec_endpoint_decodes_for_admin_only(
         assert "access-control-allow-origin" not in other.headers
 
 
-async def test_codec_endpoint_tells_a_missing_payload_artifact_from_an_outage(
-    tmp_path: Path, temporal_server: DevServer
-) -> None:
-    # A claim-check pointer to an artifact the store never held: 404 artifact.not_found, not a
-    # 503 that invites the Temporal UI to retry forever.
-    settings = _settings(tmp_path, temporal_server, encryption_keys=_key())
-    sha = "ab" * 32
-    pointer = {
-        "artifact_id": sha,
-        "path": f"artifacts/temporal_payload/{sha}",
-        "sha256": sha,
-        "size_bytes": 70_000,
-    }
-    body = {
-        "payloads": [
-            {
-                "metadata": {"encoding": base64.b64encode(b"binary/turngate-artifact-pointer").decode()},
-                "data": base64.b64encode(json.dumps(pointer).encode()).decode(),
-            }
-        ]
-    }
-    admin = make_key(settings, "*", "admin")
-    async with running_stack(settings, worker=False) as stack:
-        missing = await stack.http.post("/codec/decode", json=body, headers=bearer(admin))
-    assert (missing.status_code, missing.json()["reason_code"]) == (404, "artifact.not_found"), missing.text
-    assert str(tmp_path) not in missing.text
-
-
 async def test_the_temporal_cli_shows_the_history_through_the_codec(
     encrypted: tuple[Settings, str, str], temporal_server: DevServer
 ) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.faults.size_helpers import run_verify
+from tests.security.fake_resolver import LOOPBACK_ALLOWED_ENV
 from tests.stack import make_settings, running_stack
 from turngate.core.context import (
     CONTEXT_SPEC_SCHEMA_V1,
@@ -61,6 +62,7 @@ def resolver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Resolver]:
     monkeypatch.setenv("ALLOW_HANDLE_CONTENT_FETCH", "true")
     monkeypatch.setenv("WORKBENCH_RESOLVER_URL", f"http://127.0.0.1:{server.server_port}/h")
     monkeypatch.setenv("WORKBENCH_ADMIT_KINDS", "note")
+    monkeypatch.setenv("WORKBENCH_DENY_NETWORKS", LOOPBACK_ALLOWED_ENV)
     try:
         yield server
     finally:

@@ -15,7 +15,7 @@ import httpx
 from tests.fakes import fake_openai
 from tests.faults.processes import child_stack, intents_without_decision
 from tests.prompts.helpers import profiles_config
-from tests.security.fake_resolver import fake_resolver
+from tests.security.fake_resolver import LOOPBACK_ALLOWED_ENV, fake_resolver
 from tests.stack import envelope, make_settings
 from turngate.artifacts import open_artifact_store
 from turngate.ledger import LedgerStore
@@ -134,6 +134,7 @@ async def test_a_failing_workbench_fetch_is_a_fault_with_snapshots(tmp_path: Pat
                 "WORKBENCH_RESOLVER_URL": resolver.base_url,
                 "WORKBENCH_ADMIT_KINDS": "note",
                 "WORKBENCH_FETCH_TIMEOUT_MS": "500",
+                "WORKBENCH_DENY_NETWORKS": LOOPBACK_ALLOWED_ENV,
             }
             with child_stack(settings, tmp_path, **env) as base:
                 body = _post(base, envelope("summarise", correlation_id="c-wb", declared_refs=handles))

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.security.fake_resolver import fake_resolver
+from tests.security.fake_resolver import LOOPBACK_ALLOWED_ENV, fake_resolver
 from tests.stack import make_settings, running_stack
 from turngate.artifacts import open_artifact_store
 
@@ -31,6 +31,7 @@ async def test_handles_are_fetched_into_context_and_refusals_recorded(
         monkeypatch.setenv("ALLOW_HANDLE_CONTENT_FETCH", "true")
         monkeypatch.setenv("WORKBENCH_RESOLVER_URL", resolver.base_url)
         monkeypatch.setenv("WORKBENCH_ADMIT_KINDS", "note")
+        monkeypatch.setenv("WORKBENCH_DENY_NETWORKS", LOOPBACK_ALLOWED_ENV)
         monkeypatch.setenv("WORKBENCH_AUTH_BEARER_TOKEN", "wb-token-never-recorded")
         settings = make_settings(tmp_path, temporal_server.address)
         async with running_stack(settings) as stack:
@@ -83,3 +84,48 @@ async def test_handle_fetch_is_off_by_default(
     decision = resp.json()["decision"]["payload"]
     assert decision["decision"] == "ALLOW"
     assert [r["reason_code"] for r in decision["external_context"]] == ["workbench.disabled"]
+
+
+async def _handle_turn(tmp_path, temporal_server, handle: str, correlation_id: str) -> dict:
+    settings = make_settings(tmp_path / correlation_id, temporal_server.address)
+    async with running_stack(settings) as stack:
+        resp = await stack.chat(
+            "summarise the note",
+            correlation_id=correlation_id,
+            declared_refs=[{"ref_type": "artifact.handle", "ref_id": handle, "kind": "note"}],
+        )
+    assert resp.status_code == 202, resp.text
+    assert "decision" in resp.json(), resp.text
+    return resp.json()["decision"]["payload"]
+
+
+async def test_an_unusable_port_is_refused_and_recorded(
+    tmp_path, temporal_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A port outside 0-65535 in the resolver URL or in a redirect is a recorded refusal, not an
+    # exception inside the fetch (which no turn could record).
+    monkeypatch.setenv("ALLOW_HANDLE_CONTENT_FETCH", "true")
+    monkeypatch.setenv("WORKBENCH_ADMIT_KINDS", "note")
+    monkeypatch.setenv("WORKBENCH_DENY_NETWORKS", LOOPBACK_ALLOWED_ENV)
+    monkeypatch.setenv("WORKBENCH_RESOLVER_URL", "http://127.0.0.1:99999/h")
+    decision = await _handle_turn(tmp_path, temporal_server, "ok", "c-port")
+    assert decision["decision"] == "ALLOW"
+    assert [r["reason_code"] for r in decision["external_context"]] == ["workbench.bad_url"]
+    with fake_resolver() as resolver:
+        monkeypatch.setenv("WORKBENCH_RESOLVER_URL", resolver.base_url)
+        decision = await _handle_turn(tmp_path, temporal_server, "redirect-bad-port", "c-redirect-port")
+    assert [r["reason_code"] for r in decision["external_context"]] == ["workbench.redirect_refused"]
+
+
+async def test_the_default_deny_list_refuses_a_resolver_on_loopback(
+    tmp_path, temporal_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # WORKBENCH_DENY_NETWORKS unset: loopback and private ranges are denied (docs/CONFIGURATION.md).
+    monkeypatch.setenv("ALLOW_HANDLE_CONTENT_FETCH", "true")
+    monkeypatch.setenv("WORKBENCH_ADMIT_KINDS", "note")
+    monkeypatch.delenv("WORKBENCH_DENY_NETWORKS", raising=False)
+    with fake_resolver() as resolver:
+        monkeypatch.setenv("WORKBENCH_RESOLVER_URL", resolver.base_url)
+        decision = await _handle_turn(tmp_path, temporal_server, "ok", "c-default-deny")
+        assert resolver.seen_auth == []  # never contacted
+    assert [r["reason_code"] for r in decision["external_context"]] == ["workbench.denied_address"]

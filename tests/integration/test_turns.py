@@ -21,7 +21,7 @@ async def test_chat_roundtrip_records_a_verifiable_chain(settings) -> None:
         assert resp.status_code == 202, resp.text
         body = resp.json()
         assert body["accepted"] is True and body["index"] == 0
-        assert body["workflow_id"].startswith(f"{settings.workflow_id_prefix}/default/c-1/c-1/")
+        assert body["workflow_id"].startswith(f"{settings.workflow_id_prefix}/-/default/c-1/c-1/")
         assert body["decision"]["payload"]["decision"] == "ALLOW"
         execution = body["execution"]["payload"]
         assert execution["output_text"] == "echo: hello there"

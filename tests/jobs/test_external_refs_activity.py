@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from tests.jobs.test_case_query import TEXTS, _stored_index
-from tests.security.fake_resolver import FakeResolver, fake_resolver
+from tests.security.fake_resolver import LOOPBACK_ALLOWED, FakeResolver, fake_resolver
 from turngate.activities.external_refs import MAX_ATTEMPTS, ExternalRefActivities
 from turngate.artifacts import LocalArtifactStore
 from turngate.jobs.cases.embedders import EmbedderSpec
@@ -116,7 +116,11 @@ async def test_a_fetched_handle_is_stored_and_named_by_its_digest(
     tmp_path: Path, resolver: FakeResolver
 ) -> None:
     config = WorkbenchConfig(
-        enabled=True, resolver_url=resolver.base_url, admit_kinds=("note",), timeout_ms=1000
+        enabled=True,
+        resolver_url=resolver.base_url,
+        admit_kinds=("note",),
+        timeout_ms=1000,
+        deny_networks=LOOPBACK_ALLOWED,
     )
     acts, _ = activities(tmp_path, workbench=config)
     result = await run(acts, [{"ref_type": "artifact.handle", "ref_id": "ok", "kind": "note"}])
@@ -141,7 +145,11 @@ async def test_a_refused_handle_is_recorded_never_dropped(
     tmp_path: Path, resolver: FakeResolver, handle: str, kind: str, reason: str
 ) -> None:
     config = WorkbenchConfig(
-        enabled=True, resolver_url=resolver.base_url, admit_kinds=("note",), timeout_ms=1000
+        enabled=True,
+        resolver_url=resolver.base_url,
+        admit_kinds=("note",),
+        timeout_ms=1000,
+        deny_networks=LOOPBACK_ALLOWED,
     )
     acts, _ = activities(tmp_path, workbench=config)
     result = await run(acts, [{"ref_type": "artifact.handle", "ref_id": handle, "kind": kind}])
@@ -163,7 +171,11 @@ async def test_a_timeout_is_retried_then_recorded_on_the_last_attempt(
     tmp_path: Path, resolver: FakeResolver
 ) -> None:
     config = WorkbenchConfig(
-        enabled=True, resolver_url=resolver.base_url, admit_kinds=("note",), timeout_ms=200
+        enabled=True,
+        resolver_url=resolver.base_url,
+        admit_kinds=("note",),
+        timeout_ms=200,
+        deny_networks=LOOPBACK_ALLOWED,
     )
     acts, _ = activities(tmp_path, workbench=config)
     ref = {"ref_type": "artifact.handle", "ref_id": "slow", "kind": "note"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -18,8 +17,6 @@ from turngate.ledger.engine import (
     normalize_url,
 )
 from turngate.ledger.listen import PollingChangeListener, PostgresChangeListener
-
-WAKE_BUDGET_S = 0.05
 
 # NOTIFY channels are per database: a database of its own keeps other tests' appends out.
 pytestmark = pytest.mark.own_database
@@ -60,22 +57,16 @@ async def test_first_wait_reports_a_change_then_times_out(store: LedgerStore) ->
         assert not await listener.wait(0)
 
 
-async def test_wakes_within_50ms_of_an_append_from_another_connection(
-    store: LedgerStore, writer: LedgerStore
-) -> None:
-    latencies = []
+async def test_wakes_on_each_append_from_another_connection(store: LedgerStore, writer: LedgerStore) -> None:
+    """Each append wakes the waiting reader, and the reader then sees it (how soon is measured by
+    bench/ledger_signals.py)."""
     async with store.change_listener() as listener:
         assert await listener.wait(5)
         for round_ in range(5):
             thread, committed = _append_later(writer, f"c-{round_}", delay_s=0.05)
             assert await listener.wait(5)
-            woke = time.perf_counter()
             await asyncio.to_thread(thread.join)
-            # Negative when the wake-up beats the writer's own return from commit.
-            latencies.append(woke - committed[0])
-            assert store.head()[0] == round_ + 1
-    assert statistics.median(latencies) < WAKE_BUDGET_S, latencies
-    assert max(latencies) < 0.5, latencies
+            assert committed and store.head()[0] == round_ + 1
 
 
 async def test_wakes_on_an_append_from_another_process(store: LedgerStore, ledger_url: str) -> None:

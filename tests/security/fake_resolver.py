@@ -9,6 +9,15 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from turngate.security.workbench import DEFAULT_DENY_NETWORKS
+
+#: The default deny-list without loopback, so that tests may fetch from this resolver on
+#: 127.0.0.1 (the default refuses it: tests/security/test_workbench_fetch.py).
+LOOPBACK = ("127.0.0.0/8", "::1/128")
+LOOPBACK_ALLOWED: tuple[str, ...] = tuple(n for n in DEFAULT_DENY_NETWORKS if n not in LOOPBACK)
+#: The same, as WORKBENCH_DENY_NETWORKS.
+LOOPBACK_ALLOWED_ENV = ",".join(LOOPBACK_ALLOWED)
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: FakeResolver
@@ -40,6 +49,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"late", "text/plain")
         elif name == "redirect-same":
             self._redirect(f"http://127.0.0.1:{self.server.server_port}/h/ok")
+        elif name == "redirect-bad-port":
+            self._redirect("http://127.0.0.1:99999/h/ok")
         elif name == "redirect-other":
             self._redirect(f"http://localhost:{self.server.server_port}/h/ok")
         elif name == "missing":

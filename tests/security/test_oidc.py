@@ -87,6 +87,12 @@ def test_a_valid_token_is_a_tenant_scoped_principal(jwks_file: Path) -> None:
         (lambda: token(roles=["root"]), "no turngate role"),
         (lambda: token(tenant_id=None), "only admin tokens may be unscoped"),
         (lambda: token(tenant_id=""), "non-empty string"),
+        (lambda: token(tenant_id=" acme"), "white space around it"),
+        (lambda: token(tenant_id="acme\u00a0"), "white space around it"),
+        (lambda: token(tenant_id="ac\x00me"), "control character"),
+        (lambda: token(tenant_id="ac\u0085me"), "control character"),
+        (lambda: token(tenant_id="*", roles=["admin"]), "names no tenant"),
+        (lambda: token(tenant_id="a" * 201), "longer than 200"),
         (lambda: jwt.encode({"iss": ISSUER, "sub": "a", "exp": 2**40}, None, algorithm="none"), "Invalid"),
     ],
 )
@@ -147,3 +153,33 @@ async def test_a_token_authenticated_turn_records_tenant_and_subject(
     assert intent.tenant_id == "acme"
     assert intent.payload["principal"] == {"tenant_id": "acme", "key_id": "oidc:alice"}
     assert good not in rows
+
+
+@pytest.mark.parametrize("claim", [" bob", "bob ", "\tbob", "bob\n", "bo\rb", "bob\u2003"])
+async def test_a_tenant_claim_is_matched_exactly_or_refused(
+    secure_settings: Settings, jwks_file: Path, monkeypatch: pytest.MonkeyPatch, claim: str
+) -> None:
+    # " bob" is neither bob (whose data and budgets it would reach) nor a tenant of its own
+    # (outside bob's budgets): the token is refused, nothing is recorded.
+    monkeypatch.setenv("TURNGATE_OIDC_ISSUER", ISSUER)
+    monkeypatch.setenv("TURNGATE_OIDC_JWKS", str(jwks_file))
+    monkeypatch.setenv("TURNGATE_OIDC_AUDIENCE", AUDIENCE)
+    async with running_stack(secure_settings) as stack:
+        refused = await stack.http.post(
+            "/ingress/intent",
+            params={"wait": "decision"},
+            json=envelope("hi", correlation_id="c-spaced"),
+            headers=bearer(token(tenant_id=claim)),
+        )
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["reason_code"] == "auth.invalid"
+        exact = await stack.http.post(
+            "/ingress/intent",
+            params={"wait": "decision"},
+            json=envelope("hi", correlation_id="c-exact"),
+            headers=bearer(token(tenant_id="bob")),
+        )
+        assert exact.status_code == 202, exact.text
+    with LedgerStore(secure_settings.effective_ledger_url) as ledger:
+        assert ledger.by_correlation("c-spaced") == []
+        assert {e.tenant_id for e in ledger.by_correlation("c-exact")} == {"bob"}

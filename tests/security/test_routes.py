@@ -13,7 +13,7 @@ import httpx
 from tests.security.conftest import bearer, make_key
 from tests.stack import running_stack
 from turngate.security.principal import ROLE_ADMIN, ROLE_INTENT_WRITE, ROLE_SNAPSHOT_READ
-from turngate.security.routes import AUTHENTICATED, PUBLIC, required_role
+from turngate.security.routes import AUTHENTICATED, OPERATOR, PUBLIC, required_role
 from turngate.settings import Settings
 
 #: The only API routes anyone may call without a key. Adding one is a decision: change it here.
@@ -24,6 +24,7 @@ WRONG_ROLES = {
     ROLE_INTENT_WRITE: ROLE_SNAPSHOT_READ,
     ROLE_SNAPSHOT_READ: ROLE_INTENT_WRITE,
     ROLE_ADMIN: f"{ROLE_INTENT_WRITE},{ROLE_SNAPSHOT_READ}",
+    OPERATOR: ROLE_ADMIN,  # an admin of tenant acme: not an operator
 }
 
 
@@ -80,10 +81,14 @@ async def test_every_route_refuses_missing_bad_and_wrong_role_credentials(secure
             checked.append((method, path))
         assert len(checked) == len(operations) - len(PUBLIC_ALLOW_LIST)
 
-        # Routes outside the schema: /metrics is admin-only; the docs are public by design.
+        # Routes outside the schema: /metrics (every tenant's aggregates) is for operators, so a
+        # tenant's own admin is refused too; the docs are public by design.
         assert (await stack.http.get("/metrics")).status_code == 401
-        metrics = await stack.http.get("/metrics", headers=bearer(wrong_keys[ROLE_ADMIN]))
-        assert metrics.status_code == 403
+        for lacking in (ROLE_ADMIN, OPERATOR):
+            metrics = await stack.http.get("/metrics", headers=bearer(wrong_keys[lacking]))
+            assert (metrics.status_code, metrics.json()["reason_code"]) == (403, "auth.forbidden")
+        operator = make_key(secure_settings, "*", ROLE_ADMIN)
+        assert (await stack.http.get("/metrics", headers=bearer(operator))).status_code == 200
         assert (await stack.http.get("/openapi.json")).status_code == 200
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.security.fake_resolver import FakeResolver, fake_resolver
+from tests.security.fake_resolver import LOOPBACK_ALLOWED, FakeResolver, fake_resolver
 from turngate.security.workbench import DEFAULT_DENY_NETWORKS, WorkbenchConfig, fetch_handle, is_denied
 
 TOKEN = "wb-token-SECRET-0123456789"
@@ -29,6 +29,7 @@ def config(resolver_url: str | None, **overrides: object) -> WorkbenchConfig:
         "timeout_ms": 1000,
         "max_bytes": 4096,
         "admit_kinds": ("note",),
+        "deny_networks": LOOPBACK_ALLOWED,  # the resolver listens on 127.0.0.1
     }
     values.update(overrides)
     return WorkbenchConfig(**values)
@@ -51,6 +52,7 @@ async def test_success_returns_content_with_its_digest(resolver: FakeResolver) -
         ("big-streamed", "workbench.too_large"),
         ("slow", "workbench.timeout"),
         ("redirect-other", "workbench.redirect_refused"),
+        ("redirect-bad-port", "workbench.redirect_refused"),
         ("missing", "workbench.http_error"),
     ],
 )
@@ -97,6 +99,11 @@ async def test_the_deny_list_is_configurable_and_checked_on_resolution(resolver:
         ({"resolver_url": "file:///etc/passwd"}, "note", "workbench.bad_url"),
         ({"resolver_url": "ftp://example.org/x"}, "note", "workbench.bad_url"),
         ({"resolver_url": None}, "note", "workbench.bad_url"),
+        ({"resolver_url": "http://127.0.0.1:99999/h"}, "note", "workbench.bad_url"),
+        ({"resolver_url": "http://127.0.0.1:65536/h"}, "note", "workbench.bad_url"),
+        ({"resolver_url": "http://127.0.0.1:-1/h"}, "note", "workbench.bad_url"),
+        ({"resolver_url": "http://127.0.0.1:port/h"}, "note", "workbench.bad_url"),
+        ({"resolver_url": "http://[::1/h"}, "note", "workbench.bad_url"),
     ],
 )
 async def test_configuration_guardrails(overrides: dict, kind: str, reason: str) -> None:
@@ -172,9 +179,9 @@ def test_embedded_metadata_addresses_are_denied_by_default(address: str) -> None
 
 
 @pytest.mark.parametrize(
-    "address", ["::1", "127.0.0.1", "::ffff:10.0.0.1", "2001:db8::1", "2002:0a00:0001::1"]
+    "address", ["2001:db8::1", "93.184.215.14", "172.32.0.1", "100.128.0.1", "2606:4700::1"]
 )
-def test_other_addresses_pass_the_default_deny_list(address: str) -> None:
+def test_public_addresses_pass_the_default_deny_list(address: str) -> None:
     assert not is_denied(address, DEFAULT_DENY_NETWORKS)
 
 
@@ -196,3 +203,38 @@ async def test_a_name_that_does_not_resolve_is_a_refusal_not_an_exception() -> N
     outcome = await fetch_handle(config("http://workbench.invalid/h"), "ok", "note", resolve=unknown)
     assert not outcome.ok and outcome.reason_code == "workbench.connection"
     assert "does not resolve" in outcome.detail
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "127.1.2.3",
+        "::1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "172.31.255.255",
+        "192.168.1.1",
+        "100.64.0.1",
+        "fd12::1",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+        "169.254.169.254",
+    ],
+)
+def test_the_default_deny_list_covers_loopback_and_private_ranges(address: str) -> None:
+    assert WorkbenchConfig.from_env({}).deny_networks == DEFAULT_DENY_NETWORKS
+    assert is_denied(address, DEFAULT_DENY_NETWORKS)
+
+
+async def test_by_default_a_resolver_on_loopback_is_never_contacted(resolver: FakeResolver) -> None:
+    outcome = await fetch_handle(config(resolver.base_url, deny_networks=DEFAULT_DENY_NETWORKS), "ok", "note")
+    assert outcome.reason_code == "workbench.denied_address"
+    assert resolver.seen_auth == []
+
+
+@pytest.mark.parametrize("entry", ["10.0.0.0/33", "not-a-network", "fe80::/129"])
+def test_a_bad_deny_list_entry_fails_at_start_up(entry: str) -> None:
+    # Not inside a fetch, where it would raise for every handle.
+    with pytest.raises(ValueError, match="WORKBENCH_DENY_NETWORKS"):
+        WorkbenchConfig.from_env({"WORKBENCH_DENY_NETWORKS": f"127.0.0.0/8,{entry}"})

@@ -4,7 +4,8 @@ One walk through every view in dev mode (no key): a thread appears live, its tim
 DENY and an ALLOW, a turn's context shows a budget exclusion, verify passes per check, the jobs
 view is an honest empty state; axe-core finds no serious or critical violation on any view.
 Then API keys: a refused key, a tenant's reader sees only its tenant, every request carries the
-key. Then a 1,000-turn thread: the page of newest turns renders quickly.
+key. Then a 1,000-turn thread: one page of its newest turns, every turn of it shown (how fast is
+measured by bench/ui_thread_page.py, never here).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import contextlib
 import json
 import os
 import shutil
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -359,43 +359,17 @@ async def test_ui_with_api_keys_and_tenants(tmp_path, temporal_server, browser, 
             assert any("/tail" in url for url, _ in after_login)
 
 
-async def test_thousand_turn_thread_renders_fast(tmp_path, temporal_server, browser, artifacts_dir):
+async def test_thousand_turn_thread_renders_a_page_of_its_newest_turns(
+    tmp_path, temporal_server, browser, artifacts_dir
+):
+    from bench.ui_thread_page import BIG_THREAD, thousand_turn_drafts
     from playwright.async_api import expect
 
-    from turngate.core.events import EventDraft, EventKind
     from turngate.ledger import LedgerStore
 
     settings = make_settings(tmp_path, temporal_server.address)
     store = LedgerStore(settings.effective_ledger_url)
-    drafts = []
-    for n in range(1000):
-        cid = f"big-{n:04d}"
-        ident = {"thread_id": "t-big", "turn_id": cid, "correlation_id": cid, "actor": f"user-{n % 3}"}
-        message = f"question number {n} " * 3
-        drafts.append(EventDraft(kind=EventKind.INTENT, payload={"payload": {"message": message}}, **ident))
-        verdict = "DENY" if n % 7 == 3 else "ALLOW"
-        reasons = ["policy.max_user_messages"] if verdict == "DENY" else ["policy.allow_all"]
-        drafts.append(
-            EventDraft(
-                kind=EventKind.DECISION, payload={"decision": verdict, "reason_codes": reasons}, **ident
-            )
-        )
-        if verdict == "ALLOW":
-            output: dict[str, Any] = {
-                "provider": "echo",
-                "model_id": "echo-1",
-                "output_text": f"echo: {message}",
-            }
-            if n % 10 == 5:
-                output = {
-                    "provider": "echo",
-                    "model_id": "echo-1",
-                    "output_text": "",
-                    "error": {"code": "llm.timeout"},
-                }
-            else:
-                output["usage"] = {"input_tokens": 12, "output_tokens": 14}
-            drafts.append(EventDraft(kind=EventKind.EXECUTION, payload=output, **ident))
+    drafts = thousand_turn_drafts()
     try:
         store.append_many(drafts)
     finally:
@@ -403,25 +377,19 @@ async def test_thousand_turn_thread_renders_fast(tmp_path, temporal_server, brow
 
     async with running_stack(settings, worker=False) as stack:
         base = f"http://{settings.host}:{settings.port}"
-        started = time.perf_counter()
         page_api = await stack.http.get(
-            "/ui/api/turns", params={"thread_id": "t-big", "offset": 950, "limit": 50}
+            "/ui/api/turns", params={"thread_id": BIG_THREAD, "offset": 950, "limit": 50}
         )
-        api_s = time.perf_counter() - started
         assert page_api.status_code == 200 and page_api.json()["total_turns"] == 1000
-        assert api_s < 1.0, f"a page of 50 turns of a 1,000-turn thread took {api_s:.2f} s"
 
         async with open_page(browser, viewport={"width": 1360, "height": 900}) as page:
             await page.goto(f"{base}/ui/")
             await page.get_by_role("button", name="Sign in").click()
             await expect(page.locator('tr[data-thread="t-big"]')).to_contain_text("1000")
-            started = time.perf_counter()
             await page.get_by_role("link", name="t-big").click()
             turns = page.locator("ol.turns > li")
             await expect(turns).to_have_count(50)
             await expect(page.locator("ol.turns > li").last).to_contain_text("big-0999")
-            render_s = time.perf_counter() - started
-            assert render_s < 3.0, f"opening a 1,000-turn thread took {render_s:.2f} s"
             await expect(page.locator(".pager .range").first).to_contain_text("Turns 951\u20131000 of 1000")
             await expect(page.locator('li.turn[data-correlation="big-0965"]')).to_have_class("turn error")
             await expect(page.locator('li.turn[data-correlation="big-0965"]')).to_contain_text("llm.timeout")

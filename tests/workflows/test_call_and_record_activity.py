@@ -116,7 +116,8 @@ async def test_a_retry_after_the_execution_was_recorded_never_calls_the_provider
     # The worker is lost before Temporal hears of the result: the next attempt finds the turn.
     again = await _env(attempt=2).run(steps.call_and_record, inp)
     assert provider.calls == 1
-    assert again == first and first.execution is not None
+    assert first.execution is not None and again.execution is not None
+    assert (again.decision.digest, again.execution.digest) == (first.decision.digest, first.execution.digest)
     assert first.execution.payload["output_text"] == "four"
     assert "manifest" in first.execution.payload and "manifest" in first.decision.payload
     assert _kinds(store, "c-once") == ["INTENT", "DECISION", "EXECUTION"]

@@ -180,7 +180,7 @@ class ExternalRefActivities:
         record |= {
             "content_sha256": digest,
             "size_bytes": outcome.size_bytes,
-            "artifact": pointer.model_dump(mode="json"),
+            "artifact": pointer.recorded(),
         }
         out.records.append(record)
         out.add(

@@ -8,6 +8,7 @@ the ledger's (correlation_id, kind) is unique, so a retried step returns what is
 from __future__ import annotations
 
 import functools
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,9 +29,13 @@ from turngate.ledger import LedgerConflictError, LedgerStore
 from turngate.ledger.budgets import spend_snapshot
 from turngate.prompts.pins import PromptPins
 from turngate.telemetry import TurngateMetrics, observe_ledger_event
-from turngate.workflows.shared import AppendInput, BeginTurnInput, BeginTurnResult, Boundary
+from turngate.workflows.shared import AppendedEvent, AppendInput, BeginTurnInput, BeginTurnResult, Boundary
 from turngate.workflows.spend import resolve_route
 from turngate.workflows.turn_activities import APPEND_EVENT, BEGIN_TURN
+
+log = logging.getLogger(__name__)
+#: A different event under the same (correlation_id, kind): never retried.
+LEDGER_CONFLICT = "ledger.conflict"
 
 
 class LedgerActivities:
@@ -53,7 +58,8 @@ class LedgerActivities:
     def begin_turn(self, inp: BeginTurnInput) -> BeginTurnResult:
         """Record the INTENT, fetch the candidate events for its declared refs (O(refs)) and,
         with prompt packs, the thread's pinned prompt snapshot."""
-        intent = self._append(inp.intent)
+        # Under the ledger's write lock: a thread holds one tenant's turns (ledger/thread_claims.py).
+        intent = self._append(inp.intent, claim_thread=True)
         # Refs resolve within the intent's tenant only (another tenant's event is REF_NOT_FOUND).
         candidates = (
             self._store.fetch_ref_candidates(intent.thread_id, inp.ref_ids, tenant_id=intent.tenant_id)
@@ -92,14 +98,31 @@ class LedgerActivities:
         )
 
     @activity.defn(name=APPEND_EVENT)
-    def append_event(self, inp: AppendInput) -> Event:
+    def append_event(self, inp: AppendInput) -> AppendedEvent:
         """Store the step's fault snapshots and manifest as artifacts, then append the event that
         points at them. If the artifact store fails, nothing is appended and the workflow records
-        a SYSTEM_ERROR instead (context observability stop semantics)."""
+        a SYSTEM_ERROR instead (context observability stop semantics).
+
+        If the turn already holds a different event of this kind (the step ran before, in a
+        workflow task that never completed: a stalled or crashed worker, a restart on another
+        configuration), that recorded event is returned: the ledger keeps the first one, and
+        the workflow goes on from it (``workflows/adoption.py``) instead of failing the turn."""
         draft = inp.draft
         if inp.manifest is not None or inp.snapshots or inp.stored_snapshots:
             draft = draft.model_copy(update={"payload": self._attach(inp)})
-        return self._append(draft)
+        try:
+            return AppendedEvent(**self._append(draft).model_dump())
+        except ApplicationError as exc:
+            recorded = self._recorded(draft) if exc.type == LEDGER_CONFLICT else None
+            if recorded is None:
+                raise
+            log.warning(
+                "turn %s: the ledger already holds another %s (index %d); the turn goes on from it",
+                draft.correlation_id,
+                draft.kind,
+                recorded.index,
+            )
+            return AppendedEvent(**recorded.model_dump(), adopted=True)
 
     def _deadline(self) -> StorageDeadline:
         return StorageDeadline(self._boundary.artifact_deadline_s)
@@ -117,7 +140,7 @@ class LedgerActivities:
                 pointer = deadline.call(
                     name, functools.partial(store.put, data, kind=name, retention="snapshot")
                 )
-                snapshots[name] = pointer.model_dump(mode="json")
+                snapshots[name] = pointer.recorded()
                 stored.append(snapshots[name])
             if snapshots:
                 payload["fault_snapshots"] = snapshots
@@ -126,7 +149,7 @@ class LedgerActivities:
                     dict(inp.manifest, artifacts=stored, snapshot_id=_snapshot_id(snapshots, inp.manifest))
                 )
                 pointer = deadline.call("manifest", lambda: store.put(manifest, kind="manifest"))
-                payload["manifest"] = pointer.model_dump(mode="json")
+                payload["manifest"] = pointer.recorded()
             # Past the deadline the workflow may already record this step as SYSTEM_ERROR: a
             # late success must not race it into the ledger.
             deadline.check("artifacts")
@@ -143,14 +166,23 @@ class LedgerActivities:
             ) from exc
         return payload
 
-    def _append(self, draft: EventDraft) -> Event:
+    def _append(self, draft: EventDraft, *, claim_thread: bool = False) -> Event:
         try:
-            event = self._store.append(draft)
+            event = self._store.append(draft, claim_thread=claim_thread)
         except LedgerConflictError as exc:
             # A different event under the same (correlation_id, kind): never retried, never hidden.
-            raise ApplicationError(str(exc), type="ledger.conflict", non_retryable=True) from exc
+            raise ApplicationError(str(exc), type=LEDGER_CONFLICT, non_retryable=True) from exc
         observe_ledger_event(event, self._metrics)
         return event
+
+    def _recorded(self, draft: EventDraft) -> Event | None:
+        """The event of ``draft``'s kind the ledger holds for the same turn of the same tenant
+        (a correlation id reused elsewhere is a conflict, never adopted)."""
+        same = (draft.kind, draft.tenant_id, draft.stream_id, draft.thread_id, draft.turn_id)
+        for event in self._store.by_correlation(draft.correlation_id):
+            if (event.kind, event.tenant_id, event.stream_id, event.thread_id, event.turn_id) == same:
+                return event
+        return None
 
 
 def _snapshot_id(snapshots: dict[str, Any], manifest: dict[str, Any]) -> str | None:

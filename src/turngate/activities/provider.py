@@ -270,7 +270,7 @@ class ProviderActivities:
             retention="snapshot",
             media_type=OUTPUT_MEDIA_TYPE,
         )
-        return pointer.model_dump(mode="json")
+        return pointer.recorded()
 
     async def _offload(self, text: str) -> dict[str, Any] | None:
         """The pointer (JSON) of the stored answer when it is over the inline limit, else None."""
@@ -282,7 +282,7 @@ class ProviderActivities:
         pointer = await asyncio.to_thread(
             self._artifacts.put, data, kind=OUTPUT_ARTIFACT_KIND, media_type=OUTPUT_MEDIA_TYPE
         )
-        return pointer.model_dump(mode="json")
+        return pointer.recorded()
 
 
 def continues_preview(text: str, preview: ChatMessage, pointer: Mapping[str, Any]) -> bool:

@@ -2,10 +2,13 @@
 append in one activity (the turn's shape 2, docs/WORKFLOW.md).
 
 Exactly once comes from the ledger: every attempt first reads what the ledger holds for the
-turn. A recorded DECISION is adopted (never appended twice); a recorded EXECUTION is returned as
-it is, so a retry after a lost worker (the provider answered, the EXECUTION was appended, the
-result never reached Temporal) never calls the provider again. The EXECUTION is made by the same
-pure functions the workflow uses (``workflows/execution_record.py``).
+turn. A recorded EXECUTION is returned as it is, so a retry after a lost worker (the provider
+answered, the EXECUTION was appended, the result never reached Temporal) never calls the
+provider again. The DECISION append returns the recorded DECISION when the ledger holds one; if
+another run recorded a different one, the turn goes on from it as ``workflows/adoption.py``
+says (a DENY ends it, the same request is executed, anything else ends with ``turn.redecided``).
+The EXECUTION is made by the same pure functions the workflow uses
+(``workflows/execution_record.py``).
 
 Retries stay Temporal's: a retryable provider error is raised while attempts remain; on the last
 attempt, and for a non-retryable error, the error is recorded as the EXECUTION. The provider
@@ -36,8 +39,9 @@ from turngate.core.payloads import SYSTEM_ERROR, ExecutionPayload
 from turngate.core.provider_errors import NON_RETRYABLE_PROVIDER_ERRORS
 from turngate.ledger import LedgerStore
 from turngate.telemetry.tracing import tracer
+from turngate.workflows import adoption
 from turngate.workflows.execution_record import answered, call_failed, executed
-from turngate.workflows.shared import AppendInput, CallAndRecordInput, CallAndRecordResult
+from turngate.workflows.shared import AppendedEvent, AppendInput, CallAndRecordInput, CallAndRecordResult
 from turngate.workflows.turn_activities import APPEND_EVENT, CALL_AND_RECORD
 
 HEARTBEAT_EVERY_S = 2.0
@@ -74,11 +78,24 @@ class TurnStepActivities:
 
     async def _call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
         recorded = await self._blocking(self._recorded, inp.decision.draft.correlation_id)
-        decision = recorded.get("DECISION") or await self._append(inp.decision)
-        if decision.payload.get("decision") != "ALLOW":
-            return CallAndRecordResult(decision=decision)
         if "EXECUTION" in recorded:  # a retry after the EXECUTION was recorded: never call twice
-            return CallAndRecordResult(decision=decision, execution=recorded["EXECUTION"])
+            return CallAndRecordResult(decision=recorded["DECISION"], execution=recorded["EXECUTION"])
+        decision = await self._append(inp.decision)
+        if decision.adopted:
+            step = adoption.next_step(decision.payload, inp.decision.draft.payload, executable=True)
+            if step == "stop":
+                return CallAndRecordResult(decision=decision)
+            if step == "end":
+                unexecuted = EventDraft.following(
+                    inp.decision.draft,
+                    EventKind.EXECUTION,
+                    adoption.unexecuted(decision.payload).as_payload(),
+                )
+                return CallAndRecordResult(
+                    decision=decision, execution=await self._append(AppendInput(draft=unexecuted))
+                )
+        elif decision.payload.get("decision") != "ALLOW":
+            return CallAndRecordResult(decision=decision)
         payload, answer = await self._call(inp)
         made = executed(inp.execution, inp.call, answer, payload)
         draft = EventDraft.following(inp.decision.draft, EventKind.EXECUTION, made.payload.as_payload())
@@ -125,7 +142,7 @@ class TurnStepActivities:
             if event.kind != EventKind.INTENT
         }
 
-    async def _append(self, inp: AppendInput) -> Event:
+    async def _append(self, inp: AppendInput) -> AppendedEvent:
         # A span per ledger step, as the separate append_event activities have: the event's
         # attributes go on it (telemetry's observe_ledger_event annotates the current span).
         with tracer().start_as_current_span(f"{APPEND_EVENT} {inp.draft.kind}"):

@@ -14,6 +14,7 @@ ADMISSION_STATUS = {
     "admission.payload_too_large": 413,
     "admission.intent_too_large": 413,
     "admission.correlation_conflict": 409,
+    "openai.too_many_messages": 413,
 }
 
 

@@ -20,14 +20,16 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, turn_finished
+from turngate.api.cpu_pool import in_cpu_process, in_cpu_thread
 from turngate.api.error_responses import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
+from turngate.api.watcher import TurnKey, turn_key
 from turngate.artifacts import ArtifactError
 from turngate.core.events import (
     AdmissionError,
@@ -43,12 +45,14 @@ from turngate.jobs.routes import submit_job
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.streams import stream_slots
+from turngate.settings import Settings
 from turngate.workflows.shared import (
     SA_ACTOR,
     SA_TENANT_ID,
     SA_THREAD_ID,
     SA_TURN_ID,
     TurnInput,
+    legacy_turn_workflow_id,
     turn_workflow_id,
 )
 from turngate.workflows.turn import TurnWorkflow
@@ -58,9 +62,11 @@ router = APIRouter()
 T = TypeVar("T")
 
 INTENT_ACK_TIMEOUT_S = 10.0
+#: Bodies up to this size are parsed and validated on a thread, larger ones in a worker process.
+PARSE_IN_THREAD_BYTES = 64 * 1024
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise AdmissionError("admission.payload_too_large", f"body exceeds {limit} bytes")
@@ -72,7 +78,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def _json_object(body: bytes) -> Any:
+def json_object(body: bytes) -> Any:
     check_json_depth(body)  # before json.loads, which recurses once per level
     try:
         return json.loads(body)
@@ -80,26 +86,42 @@ def _json_object(body: bytes) -> Any:
         raise AdmissionError("admission.malformed_json", f"body is not valid JSON: {exc}") from exc
 
 
+def _turn_key(envelope: IntentEnvelope) -> TurnKey:
+    """The turn's identity: its tenant (none for an unscoped caller) and its ids."""
+    return (envelope.tenant_id, envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
+
+
 def _turn_events(state: ApiState, envelope: IntentEnvelope) -> dict[str, Event]:
+    """The events of the caller's turn: its tenant's only (exactly: no tenant is a tenant too)."""
     events = state.store.turn_events(envelope.thread_id, envelope.turn_id, tenant_id=envelope.tenant_id)
-    return {str(e.kind): e for e in events if e.stream_id == envelope.payload.stream_id}
+    return {str(e.kind): e for e in events if turn_key(e) == _turn_key(envelope)}
 
 
 #: Said for an id another tenant holds: nothing about that tenant's turn or thread.
 ID_IN_USE = "is already in use; choose another (ids are unique across the gateway)"
 
 
-def _check_correlation(state: ApiState, envelope: IntentEnvelope, scoped: bool) -> None:
-    """A correlation id names one turn; reusing it for another turn is refused up front. With a
-    tenant-scoped caller, another tenant's id or thread is refused without naming anything."""
-    if scoped and state.store.thread_has_other_tenant(envelope.thread_id, envelope.tenant_id):
-        raise AdmissionError(
-            "admission.correlation_conflict",
-            f"thread_id {envelope.thread_id!r} {ID_IN_USE}",
-            "payload.thread_id",
-        )
+def _id_in_use(envelope: IntentEnvelope, field: Literal["thread_id", "turn_id"]) -> AdmissionError:
+    return AdmissionError(
+        "admission.correlation_conflict",
+        f"{field} {getattr(envelope, field)!r} {ID_IN_USE}",
+        f"payload.{field}",
+    )
+
+
+def _check_correlation(state: ApiState, envelope: IntentEnvelope) -> bool:
+    """A correlation id names one turn; reusing it for another turn is refused up front. Another
+    tenant's id or thread is refused without naming anything (the rule the ledger applies again
+    when the INTENT is recorded: ``ledger/thread_claims.py``; an unscoped caller's turn that is a
+    tenant's is refused there, and answered by :func:`_refusal`). Returns whether this correlation
+    id is already recorded for this turn (a retry)."""
+    if envelope.tenant_id is not None and state.store.thread_has_other_tenant(
+        envelope.thread_id, envelope.tenant_id
+    ):
+        raise _id_in_use(envelope, "thread_id")
+    recorded = False
     for event in state.store.by_correlation(envelope.correlation_id):
-        if scoped and event.tenant_id != envelope.tenant_id:
+        if event.tenant_id != envelope.tenant_id:
             raise AdmissionError(
                 "admission.correlation_conflict",
                 f"correlation_id {envelope.correlation_id!r} {ID_IN_USE}",
@@ -117,12 +139,16 @@ def _check_correlation(state: ApiState, envelope: IntentEnvelope, scoped: bool) 
                 f"{event.turn_id!r} of thread {event.thread_id!r}",
                 "correlation_id",
             )
+        recorded = True
+    return recorded
 
 
-def _check_ids(state: ApiState, envelope: IntentEnvelope, tenant_scoped: bool) -> None:
-    """The correlation and parent checks, in one trip to a worker thread."""
-    _check_correlation(state, envelope, tenant_scoped)
+def _check_ids(state: ApiState, envelope: IntentEnvelope) -> bool:
+    """The correlation and parent checks, in one trip to a worker thread. Returns whether the
+    turn is already recorded under this correlation id (a retry)."""
+    recorded = _check_correlation(state, envelope)
     _check_parent(state, envelope)
+    return recorded
 
 
 def _check_parent(state: ApiState, envelope: IntentEnvelope) -> None:
@@ -210,19 +236,20 @@ async def admit_intent(
     principal = request_principal(request)
     try:
         if data is None:
-            body = await _read_body(request, settings.max_body_bytes)
-            data = _json_object(body)
-        if is_job_intent(data):  # case.ingest / case.embed / case.index: a job, not a turn
-            return await submit_job(request, state, data)
-        envelope = parse_intent(
-            data,
-            max_message_bytes=settings.max_message_bytes,
-            max_refs=settings.max_declared_refs,
-            max_tools=settings.max_declared_tools,
-        )
-        envelope = _with_principal(envelope, principal)
-        offload = check_intent_fits(envelope)
-        await asyncio.to_thread(_check_ids, state, envelope, principal.tenant_id is not None)
+            body = await read_body(request, settings.max_body_bytes)
+            # A large body is parsed in a worker process; a small one costs less than the trip.
+            if len(body) > PARSE_IN_THREAD_BYTES:
+                admissible = await in_cpu_process(
+                    _admissible_body, body, settings, principal, key=principal.limit_key
+                )
+            else:
+                admissible = await in_cpu_thread(_admissible_body, body, settings, principal)
+        else:
+            admissible = await in_cpu_thread(_admissible, data, settings, principal)
+        if isinstance(admissible, dict):  # case.ingest / case.embed / case.index: a job, not a turn
+            return await submit_job(request, state, admissible)
+        envelope, offload = admissible
+        recorded = await asyncio.to_thread(_check_ids, state, envelope)
     except AdmissionError as exc:
         return admission_response(exc)
     slots: TurnSlots = request.app.state.turn_slots
@@ -230,7 +257,9 @@ async def admit_intent(
     async with admission:
         if admission.refused is not None:
             return admission.refused
-        return await _run_turn(request, state, envelope, admission, wait=wait, stream=stream, offload=offload)
+        return await _run_turn(
+            request, state, envelope, admission, wait=wait, stream=stream, offload=offload, recorded=recorded
+        )
 
 
 async def _run_turn(
@@ -242,10 +271,13 @@ async def _run_turn(
     wait: Literal["decision", "execution"] | None,
     stream: bool,
     offload: bool,
+    recorded: bool = False,
 ) -> Response:
     """Start the admitted turn and answer (an ack, a bounded wait, or the SSE stream). Its slots
     are the caller's ``admission``: every return or exception here gives them back. ``offload``:
-    some field must go to the artifact store first (:func:`check_intent_fits`)."""
+    some field must go to the artifact store first (:func:`check_intent_fits`). ``recorded``:
+    the turn is already recorded under this correlation id (it may run under the id format of an
+    earlier version)."""
     settings = state.settings
     if offload:
         try:
@@ -254,15 +286,13 @@ async def _run_turn(
             log.warning("could not store a large intent field: %s", exc)
             return error_response(503, "artifact.unavailable", "the artifact store is unreachable; retry")
 
-    workflow_id = turn_workflow_id(
-        envelope.payload.stream_id, envelope.thread_id, envelope.turn_id, settings.workflow_id_prefix
-    )
     try:
+        workflow_id = await _workflow_id(state, envelope, recorded)
         running = await _start(state, envelope, workflow_id)
     except RPCError as exc:
-        log.warning("could not start turn %s: %s", workflow_id, exc)
+        log.warning("could not start turn %s: %s", envelope.correlation_id, exc)
         return error_response(503, "temporal.unavailable", "the workflow service is unreachable; retry")
-    key = (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
+    key = _turn_key(envelope)
     if running:
         admission.started(lambda: _until_finished(state, key))
     elif not await asyncio.to_thread(_turn_events, state, envelope):
@@ -275,6 +305,18 @@ async def _run_turn(
         )
 
     if stream:
+        if running:  # the stream starts once the INTENT is recorded (or the ledger refused it)
+            admitted = await _wait_unless_disconnected(
+                request,
+                state.watcher.wait_admitted(
+                    key, envelope.correlation_id, lambda found: "INTENT" in found, INTENT_ACK_TIMEOUT_S
+                ),
+            )
+            if admitted is None:
+                return Response(status_code=204)
+            if admitted.refused:
+                admission.turn_finished()
+                return await _refusal(state, envelope)
         # Prompt assembly's events: token events while the provider streams, then redact or done.
         messages = stream_turn_events(
             state,
@@ -289,15 +331,21 @@ async def _run_turn(
     # the admission gives the slots back on the way out. The turn was started and runs on.
     waited = await _wait_unless_disconnected(
         request,
-        state.watcher.wait_turn(
+        state.watcher.wait_admitted(
             key,
+            envelope.correlation_id,
             lambda found: _satisfied(found, wanted),
             settings.wait_timeout_s if wait else INTENT_ACK_TIMEOUT_S,
         ),
     )
     if waited is None:  # the client left: nobody reads an answer (the turn runs on)
         return Response(status_code=204)
-    events, satisfied = waited
+    if waited.refused:
+        # Another tenant's turn was recorded first in this thread (or under this correlation id)
+        # while ours waited for a worker: ours is never recorded. Nothing of theirs is named.
+        admission.turn_finished()
+        return await _refusal(state, envelope)
+    events, satisfied = waited.events, waited.done
     if turn_finished(events):
         admission.turn_finished()
     intent = events.get("INTENT")
@@ -320,6 +368,56 @@ async def _run_turn(
             if str(kind) in events:
                 response[str(kind).lower()] = events[str(kind)].to_wire()
     return JSONResponse(response, status_code=202)
+
+
+def _admissible_body(
+    body: bytes, settings: Settings, principal: Principal
+) -> dict[str, Any] | tuple[IntentEnvelope, bool]:
+    """A body's JSON when it is a job intent, else :func:`_admissible` of it."""
+    data = json_object(body)
+    return data if is_job_intent(data) else _admissible(data, settings, principal)
+
+
+def _admissible(data: Any, settings: Settings, principal: Principal) -> tuple[IntentEnvelope, bool]:
+    """The validated envelope with its principal, and whether a field must be offloaded (CPU
+    work that grows with the body: run off the event loop)."""
+    envelope = parse_intent(
+        data,
+        max_message_bytes=settings.max_message_bytes,
+        max_refs=settings.max_declared_refs,
+        max_tools=settings.max_declared_tools,
+    )
+    envelope = _with_principal(envelope, principal)
+    return envelope, check_intent_fits(envelope)
+
+
+async def _workflow_id(state: ApiState, envelope: IntentEnvelope, recorded: bool) -> str:
+    """The turn's workflow id (tenant included). A turn already recorded may have been started
+    by an earlier version under the id without the tenant (an upgrade with turns in flight):
+    while that workflow exists, a retry attaches to it instead of starting a second."""
+    prefix = state.settings.workflow_id_prefix
+    ids = (envelope.payload.stream_id, envelope.thread_id, envelope.turn_id)
+    current = turn_workflow_id(*ids, prefix, tenant_id=envelope.tenant_id)
+    if not recorded:
+        return current
+    legacy = legacy_turn_workflow_id(*ids, prefix)
+    try:
+        await state.client.get_workflow_handle(legacy).describe(rpc_timeout=START_RPC_TIMEOUT)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return current
+        raise
+    return legacy
+
+
+async def _refusal(state: ApiState, envelope: IntentEnvelope) -> Response:
+    """409 for a turn whose INTENT the ledger refused: the admission check, read again, names
+    which id is in use (and nothing of the other turn)."""
+    try:
+        await asyncio.to_thread(_check_correlation, state, envelope)
+    except AdmissionError as exc:
+        return admission_response(exc)
+    return admission_response(_id_in_use(envelope, "thread_id" if envelope.tenant_id else "turn_id"))
 
 
 def _with_principal(envelope: IntentEnvelope, principal: Principal) -> IntentEnvelope:
@@ -351,7 +449,7 @@ async def _wait_unless_disconnected(request: Request, waiting: Awaitable[T]) -> 
                 await task
 
 
-async def _until_finished(state: ApiState, key: tuple[str, str, str]) -> None:
+async def _until_finished(state: ApiState, key: TurnKey) -> None:
     """Until the turn is finished in the ledger (bounded: its slot must come back)."""
     await state.watcher.wait_turn(key, turn_finished, state.settings.llm_wall_clock_s + RELEASE_MARGIN_S)
 
@@ -371,5 +469,5 @@ def _still_running(events: dict[str, Event]) -> bool:
 
 async def read_json_body(request: Request, limit: int) -> Any:
     """The request's body as JSON, under the body limit (``AdmissionError`` otherwise): the same
-    reading every front door does."""
-    return _json_object(await _read_body(request, limit))
+    reading every front door does. The parse (up to the body limit) runs off the event loop."""
+    return await in_cpu_thread(json_object, await read_body(request, limit))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from turngate.api.cpu_pool import in_cpu_thread
 from turngate.artifacts import ArtifactStore
 from turngate.artifacts.deadline import aput_within
 from turngate.core.canonical import canonical_bytes
@@ -108,22 +109,31 @@ def check_intent_fits(envelope: IntentEnvelope) -> bool:
     )
 
 
+def _too_large(envelope: IntentEnvelope) -> bool:
+    return payload_size(envelope.intent_event_payload()) > EVENT_PAYLOAD_LIMIT_BYTES
+
+
+def _canonical_extras(envelope: IntentEnvelope) -> dict[str, bytes]:
+    return {name: canonical_bytes(value) for name, value in _extras(envelope).items()}
+
+
 async def fit_intent(store: ArtifactStore, envelope: IntentEnvelope, deadline_s: float) -> IntentEnvelope:
     """The envelope with what must be offloaded stored as artifacts, each write retried within
     ``deadline_s`` (``ArtifactError`` when the store fails or stays stuck past it).
     :func:`check_intent_fits` must have passed: then this always fits."""
     if text_size(envelope.message) > TEXT_INLINE_LIMIT_BYTES:
         envelope = await _offload_message(store, envelope, deadline_s)
-    while payload_size(envelope.intent_event_payload()) > EVENT_PAYLOAD_LIMIT_BYTES:
+    # Measuring is canonical JSON of up to the body limit: off the event loop.
+    while await in_cpu_thread(_too_large, envelope):
         if not _message_offloaded(envelope):
             envelope = await _offload_message(store, envelope, deadline_s)
             continue
-        extras = {name: canonical_bytes(value) for name, value in _extras(envelope).items()}
+        extras = await in_cpu_thread(_canonical_extras, envelope)
         if not extras:
             break  # cannot happen after check_intent_fits; the ledger check is the backstop
         name = max(extras, key=lambda key: (len(extras[key]), key))
         pointer = await aput_within(store, extras[name], deadline_s, kind=OFFLOADED_FIELD_KIND)
-        envelope = _without_extra(envelope, name, pointer.model_dump(mode="json", exclude={"created_at"}))
+        envelope = _without_extra(envelope, name, pointer.recorded())
     return envelope
 
 
@@ -137,4 +147,4 @@ async def _offload_message(
     pointer = await aput_within(
         store, data, deadline_s, kind=MESSAGE_KIND, media_type="text/plain; charset=utf-8"
     )
-    return _preview(envelope, pointer.model_dump(mode="json"))
+    return _preview(envelope, pointer.recorded())

@@ -26,7 +26,7 @@ from turngate.jobs.domain.queues import job_queues
 from turngate.ledger import LedgerUnavailableError
 from turngate.schemas import CAPABILITIES_SCHEMA_VERSION, STATUS_SCHEMA_VERSION
 from turngate.security.auth import request_principal
-from turngate.security.principal import ROLES
+from turngate.security.principal import ROLE_ADMIN, ROLES, Principal
 from turngate.security.routes import PUBLIC, ROUTE_ROLES
 from turngate.security.streams import stream_slots, too_many_streams
 from turngate.spend.status import budget_status
@@ -212,8 +212,10 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
 async def status(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
     """Runtime status: ledger head, running turns, LLM queue and each actor's position in it
     (a tenant-scoped caller sees its own tenant's actors only: actors are tenant data; counts
-    and positions in the one shared queue are not)."""
-    tenant = request_principal(request).tenant_id
+    and positions in the one shared queue are not). Temporal's address, namespace and missing
+    search attributes only for an operator (an unscoped admin)."""
+    principal = request_principal(request)
+    tenant = principal.tenant_id
     length, head = await asyncio.to_thread(state.store.head)
     turns: dict[str, Any] = {"running": None}
     queue_position: dict[str, int] = {}
@@ -253,13 +255,7 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         "ok": temporal_ok,
         "gateway": "turngate",
         "version": __version__,
-        "temporal": {
-            "address": state.client.service_client.config.target_host,
-            "namespace": state.client.namespace,
-            "reachable": temporal_ok,
-            # Registration refused (Temporal Cloud): turns fail until an operator adds these.
-            "missing_search_attributes": _missing_search_attributes(request),
-        },
+        "temporal": {"reachable": temporal_ok} | _infrastructure(request, state, principal),
         "ledger": {"length": length, "head_digest": head},
         # Budgets in effect with their spend: all tenants for an operator, else the caller's own.
         "budgets": (await asyncio.to_thread(budget_status, state.store, tenant))["budgets"],
@@ -283,6 +279,19 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
                 "queue_position": queue_position,
             },
         },
+    }
+
+
+def _infrastructure(request: Request, state: ApiState, principal: Principal) -> dict[str, Any]:
+    """Where Temporal is and what it lacks: for operators (an unscoped admin) only. Any other
+    key learns whether it is reachable, never an address a tenant has no business knowing."""
+    if principal.tenant_id is not None or ROLE_ADMIN not in principal.roles:
+        return {}
+    return {
+        "address": state.client.service_client.config.target_host,
+        "namespace": state.client.namespace,
+        # Registration refused (Temporal Cloud): turns fail until an operator adds these.
+        "missing_search_attributes": _missing_search_attributes(request),
     }
 
 
@@ -344,17 +353,21 @@ async def healthz(
     request: Request, state: Annotated[ApiState, Depends(api_state)]
 ) -> JSONResponse | dict[str, Any]:
     """Liveness + readiness: the ledger answers and Temporal is reachable. During a ledger
-    outage: 503 `ledger.unavailable` with `ledger: "down"` and `Retry-After`."""
+    outage: 503 `ledger.unavailable` with `ledger: "down"` and `Retry-After`. Public, so the
+    answer never carries the underlying error (which names hosts, ports and databases): that
+    goes to the log."""
     outage: LedgerOutage = request.app.state.ledger_outage
     try:
         length, _ = await asyncio.to_thread(state.store.head)
     except LedgerUnavailableError as exc:
         outage.failed(exc)
-        body = {"ok": False, "reason_code": "ledger.unavailable", "detail": str(exc), "ledger": "down"}
+        detail = "the ledger database does not answer; retry"
+        body = {"ok": False, "reason_code": "ledger.unavailable", "detail": detail, "ledger": "down"}
         return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
     outage.recovered()
     try:
         await asyncio.wait_for(state.client.service_client.check_health(), 2.0)
     except Exception as exc:
-        return error_response(503, "temporal.unavailable", f"temporal health check failed: {exc}")
+        log.warning("healthz: temporal health check failed: %s", exc)
+        return error_response(503, "temporal.unavailable", "the workflow service does not answer; retry")
     return {"ok": True, "ledger": "up", "ledger_length": length}

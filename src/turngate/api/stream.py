@@ -279,15 +279,16 @@ async def turn_stream(
 ) -> EventSourceResponse | JSONResponse:
     """The turn's answer as SSE: live tokens, then ``done`` (or ``redact``); resumable with
     ``Last-Event-ID``; the whole answer for a client that connects late. 404 ``turn.not_found``
-    when no such turn (of the caller's tenant) is recorded within ``TURNGATE_WAIT_TIMEOUT_S``."""
+    at once when no such turn (of the caller's tenant) is recorded: nothing waits on an id
+    nobody may ever send, so unknown ids hold neither a connection nor a stream slot."""
     principal = request_principal(request)
     tenant = principal.tenant_id
-    if not await find_turn(state, correlation_id, state.settings.wait_timeout_s, tenant):
+    if not await find_turn(state, correlation_id, 0, tenant):
         return error_response(
             404,
             "turn.not_found",
-            f"no turn with correlation_id {correlation_id!r} was recorded within "
-            f"{state.settings.wait_timeout_s:g}s",
+            f"no turn with correlation_id {correlation_id!r} is recorded (a turn is found once "
+            "POST /ingress/intent has answered 202 with its index)",
         )
     streams = stream_slots(request)
     if not await streams.try_acquire_async(principal.limit_key):

@@ -17,12 +17,13 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
+from temporalio.service import RPCError
 
 from turngate import __version__
 from turngate.api.error_responses import error_response
@@ -30,19 +31,21 @@ from turngate.api.state import ApiState, api_state
 from turngate.artifacts import ArtifactError, ArtifactNotFoundError, is_content_addressed
 from turngate.artifacts.restricted import is_restricted_artifact
 from turngate.core.client_context import ClientContext, recorded_client_context
-from turngate.core.events import Event
+from turngate.core.events import Event, EventKind
 from turngate.core.manifest import ArtifactPointer, parse_pointer
 from turngate.core.pointers import server_pointers
 from turngate.core.shadow import shadow_agreements
 from turngate.ledger.thread_list import ThreadFilter
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLE_ADMIN
-from turngate.workflows.shared import turn_workflow_id
+from turngate.workflows.shared import legacy_turn_workflow_id, turn_workflow_id
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/ui/api", tags=["ui"])
 
 DEFAULT_TEMPORAL_UI_URL = "http://127.0.0.1:8233"
+#: One turn page looks its workflow up in Temporal (which id format it has), bounded.
+DESCRIBE_TIMEOUT = timedelta(seconds=2)
 THREADS_MAX_LIMIT = 200
 TURNS_MAX_LIMIT = 200
 #: Text longer than this is cut in turn summaries (the turn endpoint returns whole events).
@@ -207,16 +210,38 @@ def _ms_between(start: str | None, end: str | None) -> int | None:
     return max(0, round((b - a).total_seconds() * 1000))
 
 
-def workflow_link(state: ApiState, intent: Event) -> dict[str, str]:
-    """The turn's workflow id and its page in the Temporal UI."""
+def workflow_link(state: ApiState, intent: Event, workflow_id: str | None = None) -> dict[str, str]:
+    """The turn's workflow id (the current format, tenant included, unless ``workflow_id`` says
+    otherwise) and its page in the Temporal UI."""
     settings = state.settings
-    workflow_id = turn_workflow_id(
-        intent.stream_id, intent.thread_id, intent.turn_id, settings.workflow_id_prefix
-    )
+    if workflow_id is None:
+        workflow_id = turn_workflow_id(
+            intent.stream_id,
+            intent.thread_id,
+            intent.turn_id,
+            settings.workflow_id_prefix,
+            tenant_id=intent.tenant_id,
+        )
     base = str(getattr(settings, "temporal_ui_url", None) or DEFAULT_TEMPORAL_UI_URL).rstrip("/")
     namespace = quote(state.client.namespace, safe="")
     url = f"{base}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
     return {"workflow_id": workflow_id, "url": url}
+
+
+async def turn_workflow_link(state: ApiState, intent: Event) -> dict[str, str]:
+    """:func:`workflow_link` for the workflow that exists: a turn started by an earlier version
+    (before the tenant was part of the id) keeps its older id while Temporal holds its history."""
+    link = workflow_link(state, intent)
+    legacy = legacy_turn_workflow_id(
+        intent.stream_id, intent.thread_id, intent.turn_id, state.settings.workflow_id_prefix
+    )
+    for workflow_id in (link["workflow_id"], legacy):
+        try:
+            await state.client.get_workflow_handle(workflow_id).describe(rpc_timeout=DESCRIBE_TIMEOUT)
+        except RPCError:
+            continue  # absent (or Temporal unreachable: the current format is the best guess)
+        return workflow_link(state, intent, workflow_id)
+    return link
 
 
 def turn_summary(state: ApiState, turn: Sequence[Event]) -> dict[str, Any]:
@@ -375,8 +400,12 @@ async def turn(
     length, head = await asyncio.to_thread(state.store.head)
     if caller_tenant(request) is not None:
         head = None  # the newest event may be another tenant's: its digest is not shown
+    summary = turn_summary(state, found)
+    intent = next((e for e in found if e.kind == EventKind.INTENT), None)
+    if intent is not None:
+        summary["workflow"] = await turn_workflow_link(state, intent)
     return {
-        "summary": turn_summary(state, found),
+        "summary": summary,
         "events": [event.to_wire() for event in found],
         "ledger": {"length": length, "head_digest": head},
     }

@@ -14,33 +14,64 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from turngate.core.events import Event
+from turngate.core.events import Event, EventKind
 from turngate.ledger import LedgerStore, LedgerUnavailableError
+from turngate.ledger.thread_claims import blocks_intent
 
 if TYPE_CHECKING:
     from turngate.api.ledger_outage import LedgerOutage
 
 log = logging.getLogger(__name__)
-TurnKey = tuple[str, str, str]  # (stream_id, thread_id, turn_id)
+#: A turn's identity: (tenant_id, stream_id, thread_id, turn_id). The tenant is part of it, so
+#: a wait never sees another tenant's events, whatever ids that tenant chose.
+TurnKey = tuple[str | None, str, str, str]
 READ_BATCH = 1000
 
 
 def turn_key(event: Event) -> TurnKey:
-    return (event.stream_id, event.thread_id, event.turn_id)
+    return (event.tenant_id, event.stream_id, event.thread_id, event.turn_id)
 
 
-@dataclass
+@dataclass(frozen=True)
+class TurnWait:
+    """What a wait found: the turn's events by kind, whether ``done`` held, and whether the
+    turn's INTENT was refused for good (another tenant's events were recorded first in its
+    thread, or another turn under its correlation id: ``ledger/thread_claims.py``)."""
+
+    events: dict[str, Event]
+    done: bool
+    refused: bool = False
+
+
+@dataclass(eq=False)
 class _TurnWaiter:
+    key: TurnKey
     done: Callable[[dict[str, Event]], bool]
+    correlation_id: str | None = None  # set: also watch for what refuses the turn's INTENT
     events: dict[str, Event] = field(default_factory=dict)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    blocked: bool = False  # something that refuses the INTENT was seen (confirmed before use)
 
     def add(self, event: Event) -> None:
         self.events.setdefault(str(event.kind), event)
         if self.done(self.events):
             self.ready.set()
+
+    def offer(self, event: Event) -> None:
+        """Any event of the turn's thread or correlation id."""
+        if turn_key(event) == self.key:
+            self.add(event)
+        elif str(EventKind.INTENT) not in self.events and self._blocks(event):
+            self.blocked = True
+            self.ready.set()
+
+    def _blocks(self, event: Event) -> bool:
+        tenant_id, _, thread_id, turn_id = self.key
+        return event.correlation_id == self.correlation_id or blocks_intent(
+            tenant_id, thread_id, turn_id, event
+        )
 
 
 class LedgerWatcher:
@@ -56,6 +87,8 @@ class LedgerWatcher:
         self._task: asyncio.Task[None] | None = None
         self._cursor = -1
         self._turn_waiters: dict[TurnKey, list[_TurnWaiter]] = {}
+        # waiters that also watch for what refuses their INTENT, by thread and by correlation id
+        self._claim_waiters: dict[str, list[_TurnWaiter]] = {}
         self.generation = 0  # bumps on every observed change
 
     def start(self) -> None:
@@ -106,6 +139,9 @@ class LedgerWatcher:
                 self._cursor = event.index
                 for waiter in self._turn_waiters.get(turn_key(event), ()):
                     waiter.add(event)
+                if self._claim_waiters:
+                    for waiter in self._claim_waiters_of(event):
+                        waiter.offer(event)
             if len(batch) < READ_BATCH:
                 return
 
@@ -133,6 +169,12 @@ class LedgerWatcher:
                     )
                 return self.generation
 
+    def _claim_waiters_of(self, event: Event) -> list[_TurnWaiter]:
+        found = self._claim_waiters.get(event.thread_id, [])
+        if event.correlation_id != event.thread_id:
+            found = found + self._claim_waiters.get(event.correlation_id, [])
+        return found
+
     async def wait_turn(
         self,
         key: TurnKey,
@@ -141,20 +183,75 @@ class LedgerWatcher:
     ) -> tuple[dict[str, Event], bool]:
         """The turn's events by kind once ``done(events)`` holds, or what exists at the timeout.
         Returns (events, done)."""
-        waiter = _TurnWaiter(done)
+        found = await self._wait(_TurnWaiter(key, done), timeout_s)
+        return found.events, found.done
+
+    async def wait_admitted(
+        self,
+        key: TurnKey,
+        correlation_id: str,
+        done: Callable[[dict[str, Event]], bool],
+        timeout_s: float,
+    ) -> TurnWait:
+        """:meth:`wait_turn` for a turn just started, whose INTENT may still be refused: ends
+        early, ``refused``, once the ledger shows it never will be recorded."""
+        return await self._wait(_TurnWaiter(key, done, correlation_id), timeout_s)
+
+    async def _wait(self, waiter: _TurnWaiter, timeout_s: float) -> TurnWait:
+        key, intent = waiter.key, str(EventKind.INTENT)
+        # A waiter for a turn just started also hears of its thread and its correlation id.
+        claims = list(dict.fromkeys([key[2], waiter.correlation_id])) if waiter.correlation_id else []
         self._turn_waiters.setdefault(key, []).append(waiter)
+        for name in claims:
+            self._claim_waiters.setdefault(name, []).append(waiter)
         try:
             with self._interested():
                 # Registered first, then read: nothing appended in between can be missed.
-                stream_id, thread_id, turn_id = key
-                for event in await asyncio.to_thread(self._store.turn_events, thread_id, turn_id):
-                    if event.stream_id == stream_id:
+                events, blocked = await asyncio.to_thread(self._read, waiter, check_claims=bool(claims))
+                for event in events:
+                    waiter.add(event)
+                if blocked:
+                    waiter.blocked = True
+                    waiter.ready.set()
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + timeout_s
+                while True:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(waiter.ready.wait(), max(0.0, deadline - loop.time()))
+                    if not waiter.blocked or intent in waiter.events:
+                        break
+                    # What refuses the INTENT is recorded for good; read the turn once more (its
+                    # INTENT may have been recorded before it): still absent, it never will be.
+                    events, _ = await asyncio.to_thread(self._read, waiter, check_claims=False)
+                    for event in events:
                         waiter.add(event)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter.ready.wait(), timeout_s)
-            return waiter.events, waiter.ready.is_set()
+                    if intent not in waiter.events:
+                        return TurnWait(waiter.events, False, refused=True)
+                    waiter.blocked = False
+                    if not waiter.done(waiter.events):
+                        waiter.ready.clear()
+            return TurnWait(waiter.events, waiter.done(waiter.events))
         finally:
-            waiters = self._turn_waiters.get(key, [])
-            waiters.remove(waiter)
-            if not waiters:
-                self._turn_waiters.pop(key, None)
+            _unregister(self._turn_waiters, key, waiter)
+            for name in claims:
+                _unregister(self._claim_waiters, name, waiter)
+
+    def _read(self, waiter: _TurnWaiter, *, check_claims: bool) -> tuple[list[Event], bool]:
+        """The turn's recorded events and (``check_claims``, its INTENT not among them) whether
+        the ledger already holds what refuses that INTENT: one trip to a worker thread."""
+        tenant_id, _, thread_id, turn_id = waiter.key
+        events = [e for e in self._store.turn_events(thread_id, turn_id) if turn_key(e) == waiter.key]
+        if not check_claims or any(e.kind == EventKind.INTENT for e in events):
+            return events, False
+        if self._store.intent_blocked(tenant_id, thread_id, turn_id):
+            return events, True
+        taken = self._store.by_correlation(str(waiter.correlation_id))
+        return events, any(turn_key(e) != waiter.key for e in taken)
+
+
+def _unregister(waiters: dict[Any, list[_TurnWaiter]], name: Any, waiter: _TurnWaiter) -> None:
+    found = waiters.get(name, [])
+    if waiter in found:
+        found.remove(waiter)
+    if not found:
+        waiters.pop(name, None)

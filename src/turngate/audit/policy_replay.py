@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from turngate.artifacts.store import ArtifactStore
 from turngate.audit.replay import replay_turn
 from turngate.audit.verification.findings import AuditKind, Finding
 from turngate.core.context import ContextConfig
@@ -49,9 +50,13 @@ def replay_policy(
     thread_id: str | None = None,
     since: int | None = None,
     until: int | None = None,
+    config_store: ArtifactStore | None = None,
 ) -> tuple[int, list[Finding]]:
-    """(DECISIONs replayed, findings). DECISIONs of another policy identity are not replayed."""
-    replayed = 0
+    """(DECISIONs replayed, findings). DECISIONs of another policy identity are not replayed
+    (an info finding counts them). A DECISION made under another context config is decided
+    again under the one stored in ``config_store`` (:mod:`turngate.artifacts.configs`); one whose
+    config cannot be had is not decided again (verify counts it as unchecked already)."""
+    replayed = other_policy = no_config = 0
     findings: list[Finding] = []
     for decision in _decisions(store, thread_id, since, until):
         result = replay_turn(
@@ -60,11 +65,17 @@ def replay_policy(
             context_config=context_config,
             policy_module=policy_module,
             policy_object=policy_object,
+            config_store=config_store,
         )
         checks = {check.name: check for check in result.checks}
         identity = checks.get("policy_identity")
         if identity is None or identity.status != "pass":
-            continue  # decided by another policy (or one that no longer loads): not ours to judge
+            other_policy += 1  # decided by another policy (or one that no longer loads)
+            continue
+        config = checks.get("context_config")
+        if config is None or config.status != "pass":
+            no_config += 1  # decided again under another config, the answer would prove nothing
+            continue
         replayed += 1
         differ = [checks[name] for name in ("decision", "reason_codes") if checks.get(name)]
         failed = [check.detail for check in differ if check.status == "fail"]
@@ -78,4 +89,16 @@ def replay_policy(
                     + "; ".join(failed),
                 )
             )
+    with_what = policy_module or "the observer policy"
+    findings.append(
+        Finding(
+            kind=AuditKind.POLICY_REPLAY_SCOPE,
+            index=None,
+            detail=(
+                f"--replay-policy decided {replayed} DECISION(s) again with {with_what}; "
+                f"{other_policy} made by another policy identity (id, version, config digest) were not "
+                f"replayed; {no_config} not replayed: their context config could not be had"
+            ),
+        )
+    )
     return replayed, findings

@@ -24,7 +24,7 @@ from temporalio.worker import Replayer
 
 from turngate.artifacts.store import ArtifactError, ArtifactStore
 from turngate.audit.verification.candidates import fetch_candidates, ledger_candidates
-from turngate.audit.verification.configs import config_map, stored_config_digest
+from turngate.audit.verification.configs import ConfigSource, config_map, stored_config_digest
 from turngate.audit.verification.findings import decision_problem_kind
 from turngate.audit.verification.spend_recompute import verify_spend
 from turngate.core.context import ContextConfig
@@ -100,14 +100,17 @@ def replay_turn(
     policy_object: str = "POLICY",
     known_configs: Sequence[ContextConfig] = (),
     artifacts: ArtifactStore | None = None,
+    config_store: ArtifactStore | None = None,
 ) -> TurnReplay:
     """Recompute the DECISION of turn ``correlation_id`` from the ledger and compare it.
 
     The policy is loaded from ``policy_module`` (a module path, as the worker loads it: the
     recorded ``policy_id`` is an identity, not a module path); ``None`` is the observer policy.
     Its id, version and config digest are compared with the recorded ones. ``known_configs`` are
-    earlier context configs to recompute DECISIONs pinned to them. With ``artifacts``, the turn's
-    artifact pointers are re-hashed too.
+    earlier context configs to recompute DECISIONs pinned to them; a DECISION pinned to another
+    config is recomputed with the one stored under its digest in ``config_store`` (default:
+    ``artifacts``; :mod:`turngate.artifacts.configs`). With ``artifacts``, the turn's artifact
+    pointers are re-hashed too.
     """
     checks = _Checks()
     turn = store.by_correlation(correlation_id)
@@ -136,22 +139,26 @@ def replay_turn(
     )
 
     candidates = ledger_candidates(store, intent)
-    configs = config_map(context_config, known_configs)
+    configs = ConfigSource(
+        config_map(context_config, known_configs), config_store if config_store is not None else artifacts
+    )
     pinned = stored_config_digest(stored)
-    cfg = configs.get(pinned or "")
-    current = next(iter(configs))
-    if pinned is None:
+    lookup = configs.lookup(pinned) if pinned is not None else None
+    cfg = lookup.config if lookup is not None else None
+    current = configs.current
+    if pinned is None or lookup is None:
         checks.add("context_config", "fail", "the DECISION has no boundary.context_config_digest")
     elif pinned == current:
         checks.add("context_config", "pass", f"decided under the current config {current}")
     elif cfg is not None:
-        checks.add("context_config", "pass", f"decided under a known earlier config {pinned}")
+        source = f"the config stored at {lookup.path}" if lookup.path else "a given earlier config"
+        checks.add("context_config", "pass", f"decided under config {pinned}: recomputed with {source}")
     else:
         checks.add(
             "context_config",
             "fail",
-            f"decided under config {pinned}, the current one is {current} (config drift, not a tamper): "
-            "pass that config to recompute the context",
+            f"decided under config {pinned}, the current one is {current} (config drift), and "
+            f"{lookup.path or 'the stored config'}: {lookup.detail}",
         )
     candidates = _context_checks(checks, store, stored, intent, candidates, cfg)
     _normative_check(checks, store, stored, decision.index)

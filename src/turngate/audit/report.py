@@ -3,7 +3,9 @@
 Each ``*_command`` does all the work from a :class:`~turngate.settings.Settings` (opens the
 ledger, the artifact store, the context config), writes the report to ``out`` and diagnostics to
 ``err``, and returns the process exit code: 0 when everything verified, 1 when something failed,
-2 when the check could not run (bad configuration, unreachable ledger or Temporal).
+2 when the check could not run (bad configuration, unreachable ledger or Temporal), and for
+verify 3 when nothing failed but some DECISIONs could not be recomputed (``--allow-unchecked``
+accepts those: 0, still reported).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from turngate.audit.verification import AuditReport, Finding, verify_all
+from turngate.audit.verification import AuditKind, AuditReport, Finding, verify_all
 from turngate.settings import Settings
 
 if TYPE_CHECKING:  # replay imports the workflow module (temporalio), which `verify` does not need
@@ -24,6 +26,7 @@ if TYPE_CHECKING:  # replay imports the workflow module (temporalio), which `ver
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ERROR = 2
+EXIT_UNCHECKED = 3
 #: Progress lines start after this many seconds and repeat at most this often.
 PROGRESS_AFTER_S = 2.0
 PROGRESS_EVERY_S = 2.0
@@ -50,7 +53,12 @@ def render_verify_text(report: AuditReport) -> str:
     head = (
         f"head {report.head_index} {report.head_digest}" if report.head_index is not None else "empty ledger"
     )
-    status = "OK" if report.ok else "FAILED"
+    if report.failures:
+        status = "FAILED"
+    elif report.unchecked_decisions and not report.allow_unchecked:
+        status = "INCOMPLETE"
+    else:
+        status = "OK"
     summary = (
         f"verify {status}{' (' + ', '.join(scope) + ')' if scope else ''}: "
         f"{report.checked_events} events, {report.checked_decisions} decisions, "
@@ -58,10 +66,18 @@ def render_verify_text(report: AuditReport) -> str:
         f"({report.events_per_s:.0f} events/s); {head}; "
         f"{len(report.failures)} failure(s), {len(report.warnings)} warning(s)"
     )
-    if report.unverified_decisions:
-        summary += f", {report.unverified_decisions} decision(s) under another config"
+    if report.unchecked_decisions:
+        allowed = " (allowed by --allow-unchecked)" if report.allow_unchecked else ""
+        summary += f", {report.unchecked_decisions} decision(s) unchecked{allowed}"
     lines = [summary]
     lines += [_finding_line("FAIL", f) for f in report.failures]
+    lines += [_finding_line("UNCHECKED", f) for f in report.unchecked]
+    if report.unchecked_decisions and not report.allow_unchecked:
+        accepted = "the failures still fail" if report.failures else "exit 0, still reported"
+        lines.append(
+            f"verify is not OK: {report.unchecked_decisions} DECISION(s) could not be recomputed "
+            f"(the UNCHECKED lines say why). --allow-unchecked accepts them: {accepted}"
+        )
     lines += [_finding_line("WARN", f) for f in report.warnings]
     lines += [_finding_line("INFO", f) for f in report.info]
     return "\n".join(lines) + "\n"
@@ -111,8 +127,10 @@ def verify_command(
     replay_policy: bool = False,
     events_file: Path | None = None,
     artifacts_dir: str | None = None,
+    allow_unchecked: bool = False,
 ) -> int:
-    """`turngate verify [--thread T] [--since N] [--until N] [--json]`: 0 ok, 1 failures, 2 error.
+    """`turngate verify [--thread T] [--since N] [--until N] [--json]`: 0 ok, 1 failures, 2 error,
+    3 DECISIONs not recomputed (their config could not be had; ``allow_unchecked``: 0).
 
     ``replay_policy``: also decide every DECISION of the configured policy again
     (:mod:`turngate.audit.policy_replay`); a different answer is a failure. With ``events_file``
@@ -155,9 +173,12 @@ def verify_command(
                 snapshot_grace=snapshot_grace,
                 workers=workers,
                 cache_events=cache_events,
+                allow_unchecked=allow_unchecked,
             )
             if replay_policy:
-                report = _with_policy_replay(report, store, settings, context_config, thread_id, since, until)
+                report = _with_policy_replay(
+                    report, store, settings, context_config, thread_id, since, until, artifacts
+                )
     except (ExportError, OSError) as exc:
         err.write(f"verify: cannot read the export {events_file}: {exc}\n")
         return EXIT_ERROR
@@ -165,7 +186,9 @@ def verify_command(
         err.write(f"verify: the ledger could not be read: {exc}\n")
         return EXIT_ERROR
     out.write(report.model_dump_json(indent=2) + "\n" if as_json else render_verify_text(report))
-    return EXIT_OK if report.ok else EXIT_FAILED
+    if report.failures:
+        return EXIT_FAILED
+    return EXIT_OK if report.ok else EXIT_UNCHECKED
 
 
 def _with_policy_replay(
@@ -176,10 +199,11 @@ def _with_policy_replay(
     thread_id: str | None,
     since: int | None,
     until: int | None,
+    config_store: Any,
 ) -> AuditReport:
     from turngate.audit.policy_replay import replay_policy
 
-    _, findings = replay_policy(
+    _, found = replay_policy(
         store,
         context_config=context_config,
         policy_module=settings.policy_module,
@@ -187,9 +211,12 @@ def _with_policy_replay(
         thread_id=thread_id,
         since=since,
         until=until,
+        config_store=config_store,
     )
+    findings = [f for f in found if f.kind == AuditKind.POLICY_REPLAY_MISMATCH]
+    info = [*report.info, *(f for f in found if f.kind != AuditKind.POLICY_REPLAY_MISMATCH)]
     failures = [*report.failures, *findings]
-    return report.model_copy(update={"failures": failures, "ok": report.ok and not findings})
+    return report.model_copy(update={"failures": failures, "info": info, "ok": report.ok and not findings})
 
 
 # --------------------------------------------------------------------------- replay turn

@@ -6,25 +6,27 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from httpx_sse import aconnect_sse
 
 from turngate.client import calls
-from turngate.client.answers import (
-    ArtifactPointer,
-    Event,
-    Job,
-    JobReceipt,
-    SnapshotPage,
-    StreamEvent,
-    TurnReceipt,
-    VerifyReport,
-)
 from turngate.client.calls import FINAL_JOB_STATES, TURN_STREAM_END, Call, Wait
 from turngate.client.request_errors import TurngateError, Unreachable, error_from
 from turngate.client.settings import ClientSettings, stream_timeout
+
+if TYPE_CHECKING:  # the typed answers are imported by the methods that return them (see __init__)
+    from turngate.client.answers import (
+        ArtifactPointer,
+        Event,
+        Job,
+        JobReceipt,
+        SnapshotPage,
+        StreamEvent,
+        TurnReceipt,
+        VerifyReport,
+    )
 
 
 class AsyncTurngate:
@@ -79,6 +81,8 @@ class AsyncTurngate:
             raise TurngateError(response.status_code, "http.bad_body", response.text[:200]) from exc
 
     async def _sse(self, call: Call) -> AsyncIterator[StreamEvent]:
+        from turngate.client.answers import StreamEvent
+
         try:
             async with aconnect_sse(
                 self._http, call.method, call.path, timeout=stream_timeout(self.settings), **call.kwargs()
@@ -95,6 +99,8 @@ class AsyncTurngate:
 
     async def send_intent(self, envelope: dict[str, Any], *, wait: Wait | None = None) -> TurnReceipt:
         """``POST /ingress/intent``; ``wait`` blocks until the DECISION or EXECUTION (bounded)."""
+        from turngate.client.answers import TurnReceipt
+
         return TurnReceipt.model_validate(await self._json(calls.send_intent(envelope, wait)))
 
     async def chat(self, /, message: str, *, wait: Wait | None = "execution", **envelope: Any) -> TurnReceipt:
@@ -121,6 +127,8 @@ class AsyncTurngate:
 
     async def snapshot(self, /, **query: Any) -> SnapshotPage:
         """One page of ``/snapshot`` (``offset``, ``limit``, ``thread_id``, ``stream_id``, ``lane``)."""
+        from turngate.client.answers import SnapshotPage
+
         return SnapshotPage.model_validate(await self._json(calls.snapshot(**query)))
 
     async def iter_events(self, /, *, page_size: int = 500, **query: Any) -> AsyncIterator[Event]:
@@ -148,6 +156,8 @@ class AsyncTurngate:
         received (``Last-Event-ID``), so nothing is skipped or repeated; after
         ``max_reconnects`` failed attempts in a row (None: never give up) :class:`Unreachable`
         is raised. A refusal (401, 403, 429) is raised at once."""
+        from turngate.client.answers import Event
+
         last_id: str | None = None
         failures = 0
         while True:
@@ -169,6 +179,8 @@ class AsyncTurngate:
 
     async def verify(self, /, **query: Any) -> VerifyReport:
         """``/verify`` of a thread (``thread_id``) or a range (``since``, ``until``)."""
+        from turngate.client.answers import VerifyReport
+
         return VerifyReport.model_validate(await self._json(calls.verify(**query)))
 
     async def capabilities(self) -> dict[str, Any]:
@@ -180,6 +192,8 @@ class AsyncTurngate:
         self, data: bytes | Path, *, name: str | None = None, media_type: str | None = None
     ) -> ArtifactPointer:
         """Store a document for ``case.ingest`` (``POST /artifacts``); returns its pointer."""
+        from turngate.client.answers import ArtifactPointer
+
         if isinstance(data, Path):
             name, data = name or data.name, data.read_bytes()
         body = await self._json(calls.upload(data, name=name, media_type=media_type))
@@ -188,16 +202,22 @@ class AsyncTurngate:
     async def submit_job(
         self, intent_type: str, payload: dict[str, Any], *, correlation_id: str | None = None
     ) -> JobReceipt:
+        from turngate.client.answers import JobReceipt
+
         return JobReceipt.model_validate(
             await self._json(calls.submit_job(intent_type, payload, correlation_id))
         )
 
     async def job(self, job_id: str) -> Job:
+        from turngate.client.answers import Job
+
         return Job.model_validate(await self._json(calls.job(job_id)))
 
     async def jobs(
         self, *, job_type: str | None = None, open_only: bool = False, limit: int = 50
     ) -> list[Job]:
+        from turngate.client.answers import Job
+
         body = await self._json(calls.list_jobs(job_type, open_only, limit))
         return [Job.model_validate(job) for job in body["jobs"]]
 

@@ -9,6 +9,7 @@ refused with ``admission.too_deep`` before anything else reads it.
 
 from __future__ import annotations
 
+import json
 import re
 from itertools import accumulate
 
@@ -32,3 +33,27 @@ def json_depth(body: bytes | str) -> int:
 
 def too_deep(body: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
     return json_depth(body) > limit
+
+
+#: Why JSON text carried inside a JSON string (tool-call arguments) is refused.
+EMBEDDED_TOO_DEEP = "too_deep"
+EMBEDDED_NOT_UTF8 = "not_utf8"
+
+
+def embedded_json_problem(text: str, limit: int = MAX_JSON_DEPTH) -> tuple[str, str] | None:
+    """What is wrong with ``text``, a JSON document sent as a string value (the body's own checks
+    never look inside it): ``(EMBEDDED_TOO_DEEP, detail)`` past ``limit`` levels, checked before
+    any parse; ``(EMBEDDED_NOT_UTF8, detail)`` when it decodes to a lone surrogate (``\\ud800``),
+    which no UTF-8 record can hold; None when it is fine or is not JSON (its reader says so)."""
+    depth = json_depth(text)
+    if depth > limit:
+        return EMBEDDED_TOO_DEEP, f"nests objects and arrays {depth} levels deep; the limit is {limit}"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return EMBEDDED_NOT_UTF8, "holds a lone surrogate (a \\ud800-\\udfff escape without its pair)"
+    return None

@@ -70,6 +70,12 @@ class ArtifactPointer(_Frozen):
     size_bytes: int = Field(ge=0)
     created_at: str | None = None
 
+    def recorded(self) -> dict[str, Any]:
+        """The pointer as events and manifests record it: without ``created_at``. When an object
+        was stored depends on the store and the moment (a file's mtime, S3's ``LastModified``);
+        a step run again, on another worker or after a rewrite, must record the same bytes."""
+        return self.model_dump(mode="json", exclude={"created_at"})
+
     @field_validator("path")
     @classmethod
     def _workspace_relative(cls, path: str) -> str:

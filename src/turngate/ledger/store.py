@@ -41,7 +41,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, RowMapping
 
-from turngate.core.events import Event, EventDraft, seal
+from turngate.core.events import Event, EventDraft, EventKind, seal
 from turngate.ledger import summary, thread_list
 from turngate.ledger.engine import (
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -73,6 +73,7 @@ from turngate.ledger.rows import (
     utc_now_iso,
 )
 from turngate.ledger.schema import EVENT_COLUMNS, events, index_column, ledger_counts
+from turngate.ledger.thread_claims import ThreadInUseError, blocked_statement
 from turngate.ledger.thread_list import ThreadFilter, ThreadPage
 from turngate.ledger.turn_page import TurnPage, read_turn_page
 
@@ -82,6 +83,24 @@ _SELECT_BY_CORRELATIONS = select(events).where(events.c.correlation_id.in_(bindp
 
 
 # --------------------------------------------------------------------------- the store
+
+
+def _check_thread_claims(conn: Connection, drafts: Sequence[EventDraft]) -> None:
+    """Under the write lock: refuse a new INTENT that would mix tenants in its thread (an INTENT
+    already recorded under its correlation id is left to the idempotency check)."""
+    for draft in drafts:
+        if draft.kind != EventKind.INTENT:
+            continue
+        recorded = conn.execute(
+            select(events.c.index).where(
+                events.c.correlation_id == draft.correlation_id, events.c.kind == str(EventKind.INTENT)
+            )
+        ).first()
+        if recorded is not None:
+            continue
+        blocked = conn.execute(blocked_statement(draft.tenant_id, draft.thread_id, draft.turn_id)).scalar()
+        if blocked:
+            raise ThreadInUseError(draft.correlation_id, draft.thread_id)
 
 
 def _positional(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -193,22 +212,25 @@ class LedgerStore:
 
     # ----------------------------------------------------------------- writes
 
-    def append(self, draft: EventDraft) -> Event:
+    def append(self, draft: EventDraft, *, claim_thread: bool = False) -> Event:
         """Record ``draft`` as the next event, or return the identical event already recorded.
 
         Idempotent on (correlation_id, kind): a retry with the same identity and payload (the
         ``_obs`` part aside) returns the stored event; anything else raises
-        :class:`LedgerConflictError`.
+        :class:`LedgerConflictError`. ``claim_thread``: a new INTENT that would mix tenants in
+        its thread raises :class:`ThreadInUseError` (the rule: ``ledger/thread_claims.py``).
         """
-        return self.append_many([draft])[0]
+        return self.append_many([draft], claim_thread=claim_thread)[0]
 
-    def append_many(self, drafts: Sequence[EventDraft]) -> list[Event]:
+    def append_many(self, drafts: Sequence[EventDraft], *, claim_thread: bool = False) -> list[Event]:
         """:meth:`append` for several drafts in one transaction (all or nothing)."""
         if not drafts:
             return []
         for attempt in (1, 2):
             try:
                 with self._write("append") as conn:
+                    if claim_thread:
+                        _check_thread_claims(conn, drafts)
                     recorded = self._append_locked(conn, drafts)
                 self._known_actors.committed(recorded)
                 return recorded
@@ -277,6 +299,12 @@ class LedgerStore:
             .order_by(index_column),
             "turn_events",
         )
+
+    def intent_blocked(self, tenant_id: str | None, thread_id: str, turn_id: str) -> bool:
+        """Whether an INTENT of ``tenant_id`` in this turn would be refused as mixing tenants
+        in its thread (``ledger/thread_claims.py``): O(log n)."""
+        with self._read("intent_blocked") as conn:
+            return bool(conn.execute(blocked_statement(tenant_id, thread_id, turn_id)).scalar())
 
     def thread_has_other_tenant(self, thread_id: str, tenant_id: str | None) -> bool:
         """Whether ``thread_id`` holds an event of any tenant but ``tenant_id`` (no tenant counts

@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
 
 from turngate.policy_lifecycle.history import PolicyHistory, policy_history
-from turngate.policy_lifecycle.whatif import WhatIfQuery, WhatIfReport, run_whatif
+from turngate.policy_lifecycle.whatif import WhatIfQuery, WhatIfReport, run_whatif, utc_moment
 from turngate.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -31,10 +31,9 @@ PROGRESS_EVERY_S = 1.0
 def iso_moment(text: str) -> datetime:
     """An argparse type: an ISO-8601 date or time (UTC when it names no zone)."""
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 date or time: {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return utc_moment(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 date or time in range: {text!r} ({exc})") from None
 
 
 class TerminalProgress:

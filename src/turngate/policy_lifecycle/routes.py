@@ -15,12 +15,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from turngate.api.error_responses import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.policy_lifecycle.history import PolicyHistory
-from turngate.policy_lifecycle.whatif import WhatIfReport
+from turngate.policy_lifecycle.whatif import WhatIfReport, utc_moment
 from turngate.security.auth import request_principal
 from turngate.settings import Settings
 
@@ -43,6 +43,12 @@ class WhatIfRequest(BaseModel):
     tenant_id: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+    @field_validator("since", "until")
+    @classmethod
+    def _in_utc(cls, moment: datetime | None) -> datetime | None:
+        # one naive and one aware moment would not compare; a zone can push year 1 out of range
+        return None if moment is None else utc_moment(moment)
 
 
 def policy_name(module: str, object_name: str | None = None) -> str:

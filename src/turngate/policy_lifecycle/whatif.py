@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import ColumnElement, Select, and_, func, select
 from sqlalchemy.engine import Connection
 
@@ -51,6 +51,16 @@ LISTED_UNREPRODUCIBLE = 100
 ProgressFn = Callable[[int, int], None]
 
 
+def utc_moment(moment: datetime) -> datetime:
+    """``moment`` in UTC (a moment without a zone is UTC), so that any two compare; ValueError
+    when UTC cannot hold it (``0001-01-01T00:00:00+14:00`` is in year 0)."""
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    try:
+        return aware.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{moment.isoformat()} is outside the years 1 to 9999 in UTC") from None
+
+
 class WhatIfQuery(BaseModel):
     """Which recorded turns to decide again (every filter optional; all of them must hold)."""
 
@@ -58,6 +68,11 @@ class WhatIfQuery(BaseModel):
     tenant_id: str | None = None
     since: datetime | None = None  # DECISIONs recorded at or after this moment
     until: datetime | None = None  # ... and at or before this one
+
+    @field_validator("since", "until")
+    @classmethod
+    def _in_utc(cls, moment: datetime | None) -> datetime | None:
+        return None if moment is None else utc_moment(moment)
 
 
 class Flip(BaseModel):

@@ -43,7 +43,7 @@ class PromptPins:
             snapshot = load_snapshot(self._pack_dir, task_id=task_id, provider=provider, config=self._config)
             pointer = self._artifacts.put(snapshot_bytes(snapshot), kind="prompt_snapshot")
             context = PromptContext(
-                snapshot=snapshot, snapshot_artifact=pointer.model_dump(mode="json"), pinned_by_index=None
+                snapshot=snapshot, snapshot_artifact=pointer.recorded(), pinned_by_index=None
             )
         else:
             context = pinned

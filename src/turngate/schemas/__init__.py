@@ -13,11 +13,12 @@ from importlib import resources
 from typing import Any
 
 CAPABILITIES_SCHEMA_VERSION = "turngate.capabilities.1"
-STATUS_SCHEMA_VERSION = "turngate.status.1"
+STATUS_SCHEMA_VERSION = "turngate.status.2"
 
 _FILES = {
     CAPABILITIES_SCHEMA_VERSION: "capabilities.schema.json",
-    STATUS_SCHEMA_VERSION: "status.schema.json",
+    "turngate.status.1": "status.schema.json",
+    STATUS_SCHEMA_VERSION: "status.2.schema.json",
 }
 
 

@@ -18,9 +18,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from turngate.security.key_cache import KeyCache
 from turngate.security.keys import KeyStore
 from turngate.security.oidc import OidcError, OidcVerifier, looks_like_jwt
-from turngate.security.principal import DEV_PRINCIPAL, Principal
+from turngate.security.principal import DEV_PRINCIPAL, ROLE_ADMIN, Principal
 from turngate.security.ratelimit import RateLimiter, retry_after_header
-from turngate.security.routes import AUTHENTICATED, PUBLIC, required_role
+from turngate.security.routes import AUTHENTICATED, OPERATOR, PUBLIC, required_role
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,11 @@ async def authorize(
                 "this route needs `Authorization: Bearer <key>`",
                 {"WWW-Authenticate": "Bearer"},
             )
-        if role != AUTHENTICATED and not principal.may(role):
+        if role == OPERATOR:
+            if not principal.may(ROLE_ADMIN) or principal.tenant_id is not None:
+                detail = "this route is for operators: the admin role with no tenant (tenant '*')"
+                raise AuthError(403, "auth.forbidden", detail)
+        elif role != AUTHENTICATED and not principal.may(role):
             raise AuthError(403, "auth.forbidden", f"this route needs the {role!r} role")
         await auth.check_rate(principal)
     request.state.principal = principal

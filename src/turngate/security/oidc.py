@@ -7,20 +7,24 @@ its ``alg`` is one of ``TURNGATE_OIDC_ALGORITHMS`` (asymmetric only: never ``non
 future (``nbf``/``iat`` honoured, 30 s leeway). Roles come from the ``TURNGATE_OIDC_ROLES_CLAIM``
 claim (a list or a space-separated string; unknown roles ignored, none at all is refused), the
 tenant from ``TURNGATE_OIDC_TENANT_CLAIM`` (a token without one is refused unless it grants
-``admin``, which makes it unscoped). The principal's ``key_id`` is ``oidc:<sub>``: what rate
-limits count against and what an INTENT records; the token itself is never stored or logged.
+``admin``, which makes it unscoped; one with white space around it, a control character, over
+200 characters or ``*`` is refused: :func:`tenant_claim_problem`). The principal's ``key_id``
+is ``oidc:<sub>``: what rate limits count against and what an INTENT records; the token itself
+is never stored or logged.
 """
 
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from turngate.security.principal import ROLE_ADMIN, ROLES, Principal
+from turngate.core.events import MAX_ID_CHARS
+from turngate.security.principal import ALL_TENANTS, ROLE_ADMIN, ROLES, Principal
 
 if TYPE_CHECKING:  # PyJWT (~20 MB) is imported only when OIDC is configured
     import jwt
@@ -111,8 +115,9 @@ class OidcVerifier:
         if not roles:
             raise OidcError(f"the token grants no turngate role in claim {cfg.roles_claim!r}")
         tenant = claims.get(cfg.tenant_claim)
-        if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
-            raise OidcError(f"claim {cfg.tenant_claim!r} must be a non-empty string")
+        problem = None if tenant is None else tenant_claim_problem(tenant)
+        if problem is not None:
+            raise OidcError(f"claim {cfg.tenant_claim!r} {problem}")
         if tenant is None and ROLE_ADMIN not in roles:
             raise OidcError(
                 f"the token has no {cfg.tenant_claim!r} claim (only admin tokens may be unscoped)"
@@ -130,6 +135,24 @@ class OidcVerifier:
         if not keys:
             raise jwt.InvalidKeyError(f"no key with kid {kid!r} in the JWKS")
         return keys[0]
+
+
+def tenant_claim_problem(value: object) -> str | None:
+    """Why ``value`` cannot name a tenant, or None. Tenants match exactly, so a claim is taken as
+    it is or refused, never trimmed or cleaned: ``" bob"`` is not quietly ``bob`` (a claim a user
+    may edit at the identity provider would otherwise reach another tenant's data and budgets),
+    nor a tenant of its own outside bob's budgets."""
+    if not isinstance(value, str) or not value.strip():
+        return "must be a non-empty string"
+    if value != value.strip():
+        return "has white space around it (tenants match exactly: fix the claim at the identity provider)"
+    if any(unicodedata.category(char) == "Cc" for char in value):
+        return "holds a control character"
+    if len(value) > MAX_ID_CHARS:
+        return f"is longer than {MAX_ID_CHARS} characters"
+    if value == ALL_TENANTS:
+        return f"is {ALL_TENANTS!r}, which names no tenant (an unscoped token: admin, without the claim)"
+    return None
 
 
 def looks_like_jwt(token: str) -> bool:

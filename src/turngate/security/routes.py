@@ -10,6 +10,9 @@ from turngate.security.principal import ROLE_ADMIN, ROLE_INTENT_WRITE, ROLE_SNAP
 PUBLIC = "public"
 #: Any valid key, whatever its roles.
 AUTHENTICATED = "authenticated"
+#: The admin role and no tenant (an operator key, tenant ``*``, or an admin token without a
+#: tenant): routes over every tenant's data at once, which a tenant's own admin must not see.
+OPERATOR = "operator"
 
 ROUTE_ROLES: dict[str, str] = {
     "/healthz": PUBLIC,
@@ -32,10 +35,11 @@ ROUTE_ROLES: dict[str, str] = {
     "/v1/chat/completions": ROLE_INTENT_WRITE,
     "/v1/models": AUTHENTICATED,
     # Operational, cross-tenant aggregates: operators only.
-    "/metrics": ROLE_ADMIN,
-    # Decrypts every prompt and answer in Temporal histories (the Temporal UI's codec server).
-    "/codec/encode": ROLE_ADMIN,
-    "/codec/decode": ROLE_ADMIN,
+    "/metrics": OPERATOR,
+    # Decrypts every prompt and answer in Temporal histories (the Temporal UI's codec server),
+    # which hold every tenant's turns: operators only.
+    "/codec/encode": OPERATOR,
+    "/codec/decode": OPERATOR,
     # The policy lifecycle (docs/POLICIES.md): runs installed policies over every tenant's turns.
     "POST /policy/whatif": ROLE_ADMIN,
     "/policy/history": ROLE_ADMIN,
@@ -47,7 +51,7 @@ UI_PREFIX = "/ui/"
 
 
 def required_role(path: str, method: str = "GET") -> str:
-    """The role the route template ``path`` needs (``PUBLIC``, ``AUTHENTICATED`` or a role) when
+    """The role the route template ``path`` needs (``PUBLIC``, ``AUTHENTICATED``, ``OPERATOR`` or a role) when
     called with ``method``: a ``"METHOD /path"`` entry overrides the path's own."""
     specific = f"{method.upper()} {path}"
     if specific in ROUTE_ROLES:

@@ -6,15 +6,16 @@ manifest and the DECISION. Guardrails, in the order they apply:
 
 1. ``ALLOW_HANDLE_CONTENT_FETCH`` must be true            -> ``workbench.disabled``
 2. the handle's kind is in ``WORKBENCH_ADMIT_KINDS``       -> ``workbench.kind_not_admitted``
-3. the resolver URL is http/https with a host              -> ``workbench.bad_url``
+3. the resolver URL is http/https with a host and a valid port -> ``workbench.bad_url``
    and the handle id is not ``.`` or ``..`` (a path step)       -> ``workbench.bad_handle``
 4. every address the host resolves to is outside the deny-list (link-local, cloud metadata,
-   unspecified, multicast by default; ``WORKBENCH_DENY_NETWORKS`` replaces it), checked before
-   connecting and again for every redirect hop, with the IPv4 address inside an IPv4-mapped,
-   -compatible, 6to4, NAT64 or Teredo IPv6 address checked too; plain http connects to the
-   checked address (no second DNS lookup between check and use) -> ``workbench.denied_address``
+   loopback, private, unspecified, multicast by default; ``WORKBENCH_DENY_NETWORKS`` replaces
+   it), checked before connecting and again for every redirect hop, with the IPv4 address
+   inside an IPv4-mapped, -compatible, 6to4, NAT64 or Teredo IPv6 address checked too; plain
+   http connects to the checked address (no second DNS lookup)   -> ``workbench.denied_address``
    (a name that does not resolve                                    -> ``workbench.connection``)
-5. redirects only to the same scheme, host and port, at most 3     -> ``workbench.redirect_refused``
+5. redirects only to a usable URL of the same scheme, host and port, at most 3
+                                                                   -> ``workbench.redirect_refused``
 6. HTTP status 200                                                 -> ``workbench.http_error``
 7. ``Content-Type: text/plain`` (any charset)                      -> ``workbench.content_type``
 8. at most ``WORKBENCH_MAX_BYTES``, enforced while streaming       -> ``workbench.too_large``
@@ -38,10 +39,13 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 
 from turngate.settings import Settings
 
+#: Never fetched from unless WORKBENCH_DENY_NETWORKS says otherwise: cloud metadata, link-local,
+#: loopback and private ranges (a resolver on an internal network is allowed by listing the
+#: ranges to keep denied without its own).
 DEFAULT_DENY_NETWORKS: tuple[str, ...] = (
     "169.254.0.0/16",  # IPv4 link-local, incl. the cloud metadata address 169.254.169.254
     "fe80::/10",  # IPv6 link-local
@@ -51,6 +55,13 @@ DEFAULT_DENY_NETWORKS: tuple[str, ...] = (
     "::/128",  # unspecified
     "224.0.0.0/4",  # multicast
     "ff00::/8",  # IPv6 multicast
+    "127.0.0.0/8",  # loopback: the gateway's own services
+    "::1/128",  # IPv6 loopback
+    "10.0.0.0/8",  # private (RFC 1918)
+    "172.16.0.0/12",  # private (RFC 1918)
+    "192.168.0.0/16",  # private (RFC 1918)
+    "100.64.0.0/10",  # carrier-grade NAT, shared address space
+    "fc00::/7",  # IPv6 unique local
 )
 MAX_REDIRECTS = 3
 #: Handle ids that a URL would read as a path step (the resolver's base path or its parent).
@@ -68,6 +79,17 @@ class WorkbenchConfig(BaseModel):
     max_bytes: int = 64 * 1024
     admit_kinds: tuple[str, ...] = ()
     deny_networks: tuple[str, ...] = DEFAULT_DENY_NETWORKS
+
+    @field_validator("deny_networks")
+    @classmethod
+    def _networks(cls, networks: tuple[str, ...]) -> tuple[str, ...]:
+        # Checked once at start-up: a bad entry would otherwise raise inside every fetch.
+        for network in networks:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError:
+                raise ValueError(f"WORKBENCH_DENY_NETWORKS: {network!r} is not a CIDR network") from None
+        return networks
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkbenchConfig:
@@ -173,12 +195,24 @@ async def _resolved(resolve: Resolver, host: str, port: int) -> list[str]:
         raise _Refused("workbench.connection", f"{host} does not resolve ({type(exc).__name__})") from exc
 
 
-def _split(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _Refused("workbench.bad_url", "the resolver URL must be http:// or https:// with a host")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, parts.hostname, port
+def _split(url: str, refusal: str = "workbench.bad_url") -> tuple[str, str, int]:
+    """(scheme, host, port) of ``url``; refused with ``refusal`` when it has none of them, or a
+    port outside 0-65535 or a bracketed host that is not an address (urlsplit raises for those)."""
+    try:
+        parts = urlsplit(url)
+        scheme, host, port = parts.scheme, parts.hostname, parts.port
+    except ValueError as exc:
+        raise _Refused(refusal, f"not a usable URL ({exc})") from None
+    if scheme not in ("http", "https") or not host:
+        raise _Refused(refusal, "the URL must be http:// or https:// with a host")
+    return scheme, host, port or (443 if scheme == "https" else 80)
+
+
+def _redirect_target(url: str, location: str) -> str:
+    try:
+        return urljoin(url, location)
+    except ValueError as exc:
+        raise _Refused("workbench.redirect_refused", f"a redirect to an unusable URL ({exc})") from None
 
 
 def _media_type(value: str | None) -> str:
@@ -237,8 +271,8 @@ async def _fetch(config: WorkbenchConfig, url: str, resolve: Resolver) -> tuple[
     if config.bearer_token is not None:
         headers["Authorization"] = f"Bearer {config.bearer_token.get_secret_value()}"
     async with httpx.AsyncClient(follow_redirects=False, trust_env=False) as client:
-        for _hop in range(MAX_REDIRECTS + 1):
-            scheme, host, port = _split(url)
+        for hop in range(MAX_REDIRECTS + 1):
+            scheme, host, port = _split(url, "workbench.redirect_refused" if hop else "workbench.bad_url")
             if (scheme, host, port) != origin:
                 raise _Refused("workbench.redirect_refused", "a redirect to another host, port or scheme")
             addresses = await _resolved(resolve, host, port)
@@ -252,8 +286,7 @@ async def _fetch(config: WorkbenchConfig, url: str, resolve: Resolver) -> tuple[
             try:
                 async with client.stream("GET", target, headers={**headers, **extra}) as response:
                     if response.is_redirect:
-                        location = response.headers.get("location", "")
-                        url = urljoin(url, location)
+                        url = _redirect_target(url, response.headers.get("location", ""))
                         continue
                     return await _read(response, config.max_bytes)
             except httpx.TransportError as exc:

@@ -1,17 +1,13 @@
-"""Process logging: text lines (default) or, with ``TURNGATE_LOG_FORMAT=json``, one JSON object
-per line (python-json-logger) carrying ``trace_id`` and ``span_id`` of the current span, so a log
-line and its trace can be found from each other."""
+"""JSON log lines (``TURNGATE_LOG_FORMAT=json``, set up by turngate.log_setup): one object per
+line (python-json-logger) carrying ``trace_id`` and ``span_id`` of the current span, so a log line
+and its trace can be found from each other."""
 
 from __future__ import annotations
 
 import logging
-import os
 
 from opentelemetry import trace
 from pythonjsonlogger.json import JsonFormatter
-
-LOG_FORMAT_ENV = "TURNGATE_LOG_FORMAT"
-TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
 class TraceContextFilter(logging.Filter):
@@ -31,16 +27,3 @@ def json_formatter() -> logging.Formatter:
         rename_fields={"levelname": "level", "name": "logger"},
         timestamp="time",  # ISO 8601, UTC
     )
-
-
-def configure_logging(level: str = "INFO", log_format: str | None = None) -> None:
-    """Root logging for a turngate process. ``log_format``: ``text`` or ``json`` (default: the
-    ``TURNGATE_LOG_FORMAT`` environment variable, else text)."""
-    chosen = (log_format or os.environ.get(LOG_FORMAT_ENV) or "text").strip().lower()
-    handler = logging.StreamHandler()
-    if chosen == "json":
-        handler.setFormatter(json_formatter())
-        handler.addFilter(TraceContextFilter())
-    else:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
-    logging.basicConfig(level=level, handlers=[handler])  # no-op where handlers exist (tests)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from turngate.core.context import context_config_digest
+from turngate.artifacts.configs import store_context_config, store_policy_config
+from turngate.artifacts.store import ArtifactStore
+from turngate.core.context import ContextConfig, context_config_digest
 from turngate.core.policy import load_policy
 from turngate.prompts.loader import load_prompt_config
 from turngate.prompts.token_estimators import resolve_estimator
@@ -38,3 +40,18 @@ def load_boundary(settings: Settings) -> Boundary:
         models=models,
         turn_shape=CURRENT_TURN_SHAPE,
     )
+
+
+def store_boundary_configs(artifacts: ArtifactStore, boundary: Boundary) -> None:
+    """Store the configs this worker decides with under the digests its DECISIONs will record
+    (the context config, the active and shadow policies' configs), before it takes a turn:
+    ``turngate verify`` loads them to recompute a DECISION after the config has changed
+    (docs/AUDIT.md)."""
+    cfg = ContextConfig.model_validate(boundary.context_config)
+    if context_config_digest(cfg) != boundary.context_config_digest:
+        raise ValueError("the boundary's context config does not rebuild its digest")
+    store_context_config(artifacts, cfg)
+    for policy in [load_policy(boundary.policy_module, boundary.policy_object)] + [
+        load_policy(name) for name in boundary.shadow_policies
+    ]:
+        store_policy_config(artifacts, policy)

@@ -42,7 +42,7 @@ from turngate.telemetry import (
 )
 from turngate.telemetry.genai_metrics import configure_genai_metrics, flush_genai_metrics
 from turngate.temporal_client import connect, ensure_search_attributes
-from turngate.worker.boundary import load_boundary
+from turngate.worker.boundary import load_boundary, store_boundary_configs
 from turngate.worker.health import WorkerHealth, serve_worker_endpoints
 from turngate.workflows.turn import TurnWorkflow
 
@@ -75,6 +75,7 @@ async def running_worker(
         raise
     providers = build_providers(settings)
     artifacts = open_artifact_store(settings.effective_artifacts)
+    await asyncio.to_thread(store_boundary_configs, artifacts, boundary)  # before any DECISION
     pins = None
     if settings.prompts_dir and boundary.prompt_config:
         pins = PromptPins(settings.prompts_dir, boundary.prompt_config, store, artifacts)

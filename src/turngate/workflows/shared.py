@@ -36,14 +36,33 @@ SEARCH_ATTRIBUTES = (SA_THREAD_ID, SA_TURN_ID, SA_DECISION, SA_POLICY_ID, SA_ACT
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")
 
 
-def turn_workflow_id(stream_id: str, thread_id: str, turn_id: str, prefix: str = "turn") -> str:
-    """Business id of a turn: resubmitting the same (stream, thread, turn) finds the same workflow.
+def turn_workflow_id(
+    stream_id: str, thread_id: str, turn_id: str, prefix: str = "turn", *, tenant_id: str | None
+) -> str:
+    """Business id of a turn: resubmitting the same (tenant, stream, thread, turn) finds the same
+    workflow, and no other tenant's request ever does (the tenant is part of the turn's identity;
+    none, for an unscoped caller, is a tenant of its own).
 
-    Readable where the ids are plain; a short digest keeps it unique where characters were replaced.
+    ``<prefix>/<tenant>/<stream>/<thread>/<turn>/<digest>``: readable where the ids are plain
+    (``-`` for no tenant); the digest over all four keeps it unique where characters were
+    replaced or cut.
     """
+    raw = "\x1f".join(("tenant-v2", tenant_id or "", stream_id, thread_id, turn_id))
+    tenant = "-" if tenant_id is None else _readable(tenant_id)
+    parts = (tenant, *(_readable(part) for part in (stream_id, thread_id, turn_id)))
+    return f"{prefix}/{'/'.join(parts)}/{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
+
+
+def legacy_turn_workflow_id(stream_id: str, thread_id: str, turn_id: str, prefix: str = "turn") -> str:
+    """The id turns had before the tenant became part of it: ``<prefix>/<stream>/<thread>/<turn>/
+    <digest>``. Read only to find a turn started under it (an upgrade with turns in flight)."""
     raw = f"{stream_id}\x1f{thread_id}\x1f{turn_id}"
-    readable = "/".join(_UNSAFE.sub("_", part)[:60] for part in (stream_id, thread_id, turn_id))
+    readable = "/".join(_readable(part) for part in (stream_id, thread_id, turn_id))
     return f"{prefix}/{readable}/{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
+
+
+def _readable(part: str) -> str:
+    return _UNSAFE.sub("_", part)[:60]
 
 
 class _Model(BaseModel):
@@ -115,6 +134,15 @@ class AppendInput(_Model):
     snapshots: dict[str, str] = Field(default_factory=dict)
     # Snapshots an activity already stored (name -> ArtifactPointer JSON), listed beside them.
     stored_snapshots: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class AppendedEvent(Event):
+    """What the append step returns: the turn's event of that kind as the ledger holds it.
+    ``adopted``: the ledger already held a different one (recorded by an earlier run of the step
+    whose workflow task never completed); the workflow goes on from it. Results recorded before
+    this field existed read as not adopted."""
+
+    adopted: bool = False
 
 
 class ProviderCallInput(_Model):

@@ -17,6 +17,7 @@ per turn); the provider call is a regular activity on its own task queue.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -30,10 +31,12 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.manifest import build_manifest
     from turngate.core.payloads import SYSTEM_ERROR, DecisionPayload, ExecutionPayload
     from turngate.core.refs import ref_lookup_ids
+    from turngate.workflows import adoption
     from turngate.workflows.patches import TURN_SHAPE_ONE_STEP
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
+        AppendedEvent,
         AppendInput,
         BeginTurnInput,
         BeginTurnResult,
@@ -84,11 +87,11 @@ class TurnWorkflow:
         decision = await decide_turn(inp.envelope, begin)
         if _one_step(begin, decision):
             return await self._call_and_record(decision, inp.envelope, begin)
-        result, stopped = await self._record_decision(decision)
-        if stopped or not decision.proceeds:
+        result, executing = await self._record_decision(decision)
+        if executing is None:
             return result
-        execution = await execute_turn(decision, inp.envelope, begin.boundary)
-        return await self._record_execution(decision, execution, result)
+        execution = await execute_turn(executing, inp.envelope, begin.boundary)
+        return await self._record_execution(executing, execution, result)
 
     async def _begin(self, envelope: IntentEnvelope) -> BeginTurnResult:
         """Record the INTENT; read its ref candidates, pinned prompt, budgets and what the ledger
@@ -129,15 +132,18 @@ class TurnWorkflow:
         self, decision: TurnDecision, envelope: IntentEnvelope, exc: ActivityError | TimeoutError
     ) -> TurnResult:
         recorded = (await self._begin(envelope)).recorded  # what the step recorded before it failed
-        if "DECISION" in recorded:
-            result, stopped = self._decided(decision.intent, recorded["DECISION"]), False
-        else:
-            result, stopped = await self._record_decision(decision)
-        if stopped or result.decision != "ALLOW":
-            return result
         if "EXECUTION" in recorded:
-            return self._with_execution(result, recorded["EXECUTION"])
-        return await self._record_execution(decision, failed_execution(decision, envelope, exc), result)
+            return self._with_execution(
+                self._decided(decision.intent, recorded["DECISION"]), recorded["EXECUTION"]
+            )
+        if "DECISION" in recorded:
+            event = recorded["DECISION"]
+            result, executing = await self._go_on(decision, event, self._decided(decision.intent, event))
+        else:
+            result, executing = await self._record_decision(decision)
+        if executing is None:
+            return result
+        return await self._record_execution(executing, failed_execution(executing, envelope, exc), result)
 
     def _decision_append(self, decision: TurnDecision) -> AppendInput:
         return AppendInput(
@@ -146,9 +152,10 @@ class TurnWorkflow:
             snapshots=decision.snapshots,
         )
 
-    async def _record_decision(self, decision: TurnDecision) -> tuple[TurnResult, bool]:
-        """Append the DECISION; the turn's result so far, and whether the turn stops here
-        because the DECISION's artifacts could not be stored (it is then a SYSTEM_ERROR DENY)."""
+    async def _record_decision(self, decision: TurnDecision) -> tuple[TurnResult, TurnDecision | None]:
+        """Append the DECISION; the turn's result so far, and the decision to execute (None: the
+        turn ends here: a DENY, a DECISION whose artifacts could not be stored, recorded as a
+        SYSTEM_ERROR DENY, or another run's DECISION this run cannot execute)."""
         record = decision.outcome.record
         event, stopped = await self._record(
             decision.intent,
@@ -157,7 +164,35 @@ class TurnWorkflow:
             snapshots=decision.snapshots,
             on_system_error=lambda error: record.denied(SYSTEM_ERROR, error),
         )
-        return self._decided(decision.intent, event), stopped
+        result = self._decided(decision.intent, event)
+        return await self._go_on(decision, event, result, stopped=stopped, adopted=event.adopted)
+
+    async def _go_on(
+        self,
+        decision: TurnDecision,
+        event: Event,
+        result: TurnResult,
+        *,
+        stopped: bool = False,
+        adopted: bool = True,
+    ) -> tuple[TurnResult, TurnDecision | None]:
+        """How the turn goes on from its recorded DECISION ``event``. ``adopted``: an earlier
+        run of the step (a stalled or crashed worker's task) recorded it, and it is the turn's,
+        whatever this run decided (workflows/adoption.py)."""
+        if adopted:
+            step = adoption.next_step(
+                event.payload, decision.outcome.record.as_payload(), executable=decision.proceeds
+            )
+            if step == "end":
+                return await self._unexecuted(decision.intent, event, result), None
+            stopped = step == "stop"
+            decision = replace(decision, plan=adoption.recorded_plan(event.payload, decision.plan))
+        return result, None if stopped or not decision.proceeds else decision
+
+    async def _unexecuted(self, intent: Event, decision: Event, result: TurnResult) -> TurnResult:
+        """End a recorded ALLOW this run cannot execute with an EXECUTION that says so."""
+        execution, _ = await self._record(intent, adoption.unexecuted(decision.payload))
+        return self._with_execution(result, execution)
 
     def _decided(self, intent: Event, event: Event) -> TurnResult:
         """The turn's result once its DECISION is recorded, which makes the turn findable by it."""
@@ -226,7 +261,7 @@ class TurnWorkflow:
         snapshots: dict[str, str] | None = None,
         stored_snapshots: dict[str, dict[str, Any]] | None = None,
         on_system_error: Callable[[dict[str, Any]], DecisionPayload | ExecutionPayload] | None = None,
-    ) -> tuple[Event, bool]:
+    ) -> tuple[AppendedEvent, bool]:
         """Append an event with its artifacts. If the artifacts cannot be stored, the event is
         recorded without them, marked SYSTEM_ERROR with the missing pointers, and the turn
         stops (returns True)."""
@@ -254,7 +289,7 @@ class TurnWorkflow:
             }
             return await self._append(AppendInput(draft=_draft(intent, on_system_error(error)))), True
 
-    async def _append(self, inp: AppendInput) -> Event:
+    async def _append(self, inp: AppendInput) -> AppendedEvent:
         return await workflow.execute_local_activity(
             append_event,
             inp,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from turngate.core.events import Event
 from turngate.core.external import ExternalContext
 from turngate.workflows.shared import (
+    AppendedEvent,
     AppendInput,
     BeginTurnInput,
     BeginTurnResult,
@@ -45,7 +45,7 @@ def begin_turn(inp: BeginTurnInput) -> BeginTurnResult:
 
 
 @activity.defn(name=APPEND_EVENT)
-def append_event(inp: AppendInput) -> Event:
+def append_event(inp: AppendInput) -> AppendedEvent:
     """Store a step's artifacts, then append its event (``LedgerActivities.append_event``)."""
     raise _definition_only(APPEND_EVENT)
 

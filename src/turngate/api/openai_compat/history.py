@@ -6,6 +6,10 @@ match is by the sha256 of the text (for offloaded texts, the artifact's sha256),
 message is looked for after the event the previous match found, so one recorded exchange is
 never matched twice. What matches nothing is returned as unmatched.
 
+The thread's events are indexed once per request (fingerprint -> their positions, in order), so
+a message is found by one dict lookup and a binary search: the work grows with messages plus
+events, never with their product (a long history on a long thread stays cheap).
+
 A tool loop matches too: an assistant message with tool calls matches the EXECUTION that
 recorded exactly those calls (ids, names, arguments) and that text; a run of consecutive tool
 messages matches the INTENT that recorded exactly those results (``client_context.tool_results``).
@@ -16,6 +20,8 @@ Pure: the caller fetches the thread's events.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -110,24 +116,31 @@ def _fingerprint(event: Event) -> str | None:
 _KIND_FOR_ROLE = {"user": EventKind.INTENT, "tool": EventKind.INTENT, "assistant": EventKind.EXECUTION}
 
 
+def _index(ordered: Sequence[Event]) -> dict[tuple[EventKind, str], list[int]]:
+    """(kind, fingerprint) -> the positions in ``ordered`` of the events it stands for, ascending."""
+    index: dict[tuple[EventKind, str], list[int]] = defaultdict(list)
+    for position, event in enumerate(ordered):
+        fingerprint = _fingerprint(event)
+        if fingerprint is not None:
+            index[(event.kind, fingerprint)].append(position)
+    return index
+
+
 def match_history(history: Sequence[HistoryMessage], events: Sequence[Event]) -> HistoryMatch:
     """Match ``history`` (in request order) against the thread's ``events`` (by index)."""
     ordered = sorted(events, key=lambda event: event.index)
-    fingerprints = [_fingerprint(event) for event in ordered]
+    index = _index(ordered)
     cursor = 0
     refs: list[str] = []
     unmatched: list[HistoryMessage] = []
     last_turn: str | None = None
     for message in history:
-        wanted = message.fingerprint()
-        kind = _KIND_FOR_ROLE[message.role]
-        hit = next(
-            (i for i in range(cursor, len(ordered)) if ordered[i].kind == kind and fingerprints[i] == wanted),
-            None,
-        )
-        if hit is None:
+        positions = index.get((_KIND_FOR_ROLE[message.role], message.fingerprint()), ())
+        found = bisect_left(positions, cursor)  # the first such event after the last match
+        if found == len(positions):
             unmatched.append(message)
             continue
+        hit = positions[found]
         refs.append(ordered[hit].digest)
         last_turn = ordered[hit].turn_id
         cursor = hit + 1

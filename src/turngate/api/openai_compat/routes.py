@@ -4,7 +4,7 @@ A call is admitted like ``POST /ingress/intent`` (same checks, limits, slots, wo
 answered from the ledger: the recorded EXECUTION becomes the ``chat.completion`` (or the stream
 of ``chat.completion.chunk`` frames), a DENY a 403 error whose ``code`` is the reason code, a
 provider failure 429/500/503. Headers name the turn: ``X-Turngate-Thread``, ``-Turn``,
-``-Correlation-Id``, ``-Decision``.
+``-Correlation-Id``, ``-Decision`` (ids percent-encoded UTF-8: docs/OPENAI.md).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from turngate.api.admission import RELEASE_MARGIN_S, turn_finished
 from turngate.api.error_responses import ADMISSION_STATUS
-from turngate.api.ingress import admit_intent, read_json_body
-from turngate.api.openai_compat.turn import PlannedTurn, plan_turn
+from turngate.api.ingress import admit_intent, read_body
+from turngate.api.openai_compat.plan import plan_call
+from turngate.api.openai_compat.turn import PlannedTurn
 from turngate.api.openai_compat.wire import (
     DONE_FRAME,
     ChatCompletionRequest,
@@ -31,7 +32,6 @@ from turngate.api.openai_compat.wire import (
     finish_reason,
     model_of,
     openai_error,
-    parse_chat_request,
     tool_calls_of,
     usage_of,
 )
@@ -39,6 +39,7 @@ from turngate.api.openapi import ChatCompletion, ModelList, chat_request_body
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
 from turngate.core.events import AdmissionError, Event
+from turngate.core.header_values import encode_header_id
 from turngate.security.auth import request_principal
 from turngate.security.streams import stream_slots
 
@@ -61,10 +62,12 @@ def execution_error_status(code: str) -> int:
 
 
 def _turn_headers(turn: PlannedTurn, decision: str | None) -> dict[str, str]:
+    # Ids are percent-encoded: any id the API accepts fits in a header (a header that cannot be
+    # encoded would turn a recorded turn into a 500, which the SDK retries as a new call).
     headers = {
-        "X-Turngate-Thread": turn.thread_id,
-        "X-Turngate-Turn": turn.correlation_id,
-        "X-Turngate-Correlation-Id": turn.correlation_id,
+        "X-Turngate-Thread": encode_header_id(turn.thread_id),
+        "X-Turngate-Turn": encode_header_id(turn.correlation_id),
+        "X-Turngate-Correlation-Id": encode_header_id(turn.correlation_id),
     }
     if decision:
         headers["X-Turngate-Decision"] = decision
@@ -126,10 +129,8 @@ async def chat_completions(request: Request, state: Annotated[ApiState, Depends(
     settings = state.settings
     principal = request_principal(request)
     try:
-        chat = parse_chat_request(await read_json_body(request, settings.max_body_bytes))
-        turn = await asyncio.to_thread(
-            plan_turn, chat, request.headers, settings, state.store, principal.tenant_id
-        )
+        body = await read_body(request, settings.max_body_bytes)
+        chat, turn = await plan_call(body, request.headers, settings, state.store, principal)
     except AdmissionError as exc:
         return _admission_error(exc)
     streams = stream_slots(request)

@@ -12,6 +12,7 @@ refused (``TURNGATE_OPENAI_CLIENT_SYSTEM``). Function tools are recorded as clie
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -31,6 +32,7 @@ from turngate.core.client_context import (
     ClientToolResult,
 )
 from turngate.core.events import AdmissionError, Event
+from turngate.core.header_values import decode_header_id
 from turngate.ledger import LedgerStore
 from turngate.ledger.rows import (
     MAX_PAGE,
@@ -50,10 +52,12 @@ class PlannedTurn:
     thread_id: str
     refs: int  # history messages that became declared refs
     client_messages: int  # system messages and unmatched history recorded as client context
+    tenant_id: str | None = None  # the caller's: part of the turn's identity
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (STREAM_ID, self.thread_id, self.correlation_id)
+    def key(self) -> tuple[str | None, str, str, str]:
+        """The turn's identity, as the ledger watcher keys it: (tenant, stream, thread, turn)."""
+        return (self.tenant_id, STREAM_ID, self.thread_id, self.correlation_id)
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,17 @@ def _client_tools(chat: ChatCompletionRequest) -> list[ClientTool]:
     return tools
 
 
+def thread_from_header(value: str | None) -> str | None:
+    """The thread a request's ``X-Turngate-Thread`` names: percent-encoded UTF-8, as responses
+    send it (raw UTF-8 bytes, which arrive as Latin-1 text, are read as UTF-8 too)."""
+    if not value:
+        return None
+    if not value.isascii():
+        with contextlib.suppress(UnicodeError):  # Latin-1 text that is not UTF-8: as it is
+            value = value.encode("latin-1").decode("utf-8")
+    return decode_header_id(value)
+
+
 def correlation_id_for(tenant_id: str | None, thread_id: str | None, idempotency_key: str | None) -> str:
     """The turn's correlation id (the response ``id``): derived from the idempotency key (so a
     retried call names the same turn), else fresh."""
@@ -255,7 +270,7 @@ def plan_turn(
 ) -> PlannedTurn:
     """The envelope for this request (blocking: reads the thread's events)."""
     metadata = chat.metadata or {}
-    thread = headers.get(THREAD_HEADER) or metadata.get("thread_id")
+    thread = thread_from_header(headers.get(THREAD_HEADER)) or metadata.get("thread_id")
     key = headers.get(IDEMPOTENCY_HEADER) or metadata.get("idempotency_key")
     correlation_id = correlation_id_for(tenant_id, thread, key)
     split = _split(chat)
@@ -315,4 +330,5 @@ def plan_turn(
         thread_id=thread_id,
         refs=len(match.ref_digests),
         client_messages=len(client_messages),
+        tenant_id=tenant_id,
     )

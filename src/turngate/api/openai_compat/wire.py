@@ -9,10 +9,12 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from turngate.core.client_context import recorded_tool_calls
 from turngate.core.events import AdmissionError, Event
+from turngate.core.json_depth import EMBEDDED_NOT_UTF8, EMBEDDED_TOO_DEEP, embedded_json_problem
 
 #: OpenAI error ``type`` per HTTP status class (what SDKs show next to the message).
 _ERROR_TYPES = {
@@ -44,6 +46,14 @@ def openai_error(
 
 # --------------------------------------------------------------------------- the request
 
+#: Validation error types of a tool call's arguments, and the reason codes they answer.
+_ARGUMENT_ERRORS = {EMBEDDED_TOO_DEEP: "arguments_too_deep", EMBEDDED_NOT_UTF8: "arguments_not_utf8"}
+_REASON_BY_ERROR = {
+    "missing": "admission.missing_field",
+    "arguments_too_deep": "admission.too_deep",
+    "arguments_not_utf8": "openai.invalid_tool_call",
+}
+
 
 class _Open(BaseModel):
     # OpenAI adds fields often: unknown ones are accepted and ignored (never recorded).
@@ -58,6 +68,17 @@ class ContentPart(_Open):
 class RequestFunctionCall(_Open):
     name: str
     arguments: str = "{}"  # JSON text, as the SDK sends it back
+
+    @field_validator("arguments")
+    @classmethod
+    def _bounded_json(cls, text: str) -> str:
+        # JSON inside a string: the body's depth check never sees it, json.loads would recurse
+        # into it, and a lone surrogate in it could never be recorded as UTF-8.
+        problem = embedded_json_problem(text)
+        if problem is not None:
+            kind, detail = problem
+            raise PydanticCustomError(_ARGUMENT_ERRORS[kind], f"the arguments JSON {detail}")
+        return text
 
 
 class RequestToolCall(_Open):
@@ -131,7 +152,7 @@ def parse_chat_request(data: Any) -> ChatCompletionRequest:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first.get("loc", ()))
-        code = "admission.missing_field" if first.get("type") == "missing" else "admission.invalid_value"
+        code = _REASON_BY_ERROR.get(str(first.get("type")), "admission.invalid_value")
         raise AdmissionError(code, f"{where}: {first.get('msg')}", where) from exc
     if request.n not in (None, 1):
         raise AdmissionError("openai.unsupported_parameter", "n must be 1 (one turn, one answer)", "n")

@@ -13,9 +13,11 @@ b. every DECISION recomputed from stored inputs as :func:`turngate.core.decision
    (:mod:`.candidates`). A DECISION that does not verify on those gets a second opinion from
    ``store.fetch_ref_candidates`` itself before it is reported; one that does gets the
    per-DECISION checks (:mod:`.decision_checks`: the shadow policies' entries);
-c. ``boundary.context_config_digest`` against the configs the verifier knows (the current one
-   first): a DECISION made under another config is a ``config_drift`` warning, not a failure,
-   and its context digest cannot be recomputed without that config;
+c. ``boundary.context_config_digest`` names the config to recompute with: the current one, a
+   given earlier one, or the one stored under that digest in the artifact store
+   (:mod:`.configs`; every worker stores its config at start). A DECISION whose config cannot
+   be had is unchecked (``unchecked_decisions``, a ``config_unavailable`` finding), and the
+   report is not ok unless unchecked DECISIONs are allowed (:mod:`.config_findings`);
 d. ``normative_input_digests`` name earlier INTENT events only (the context system: no
    observation leaked);
 e. every artifact pointer the gateway wrote (:func:`turngate.core.pointers.server_pointers`) is

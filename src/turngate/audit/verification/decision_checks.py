@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from turngate.audit.verification.findings import AuditKind
-from turngate.audit.verification.shadow_recompute import verify_shadows
+from turngate.audit.verification.shadow_recompute import shadows_not_rerun, verify_shadows
 from turngate.audit.verification.spend_recompute import verify_spend
 from turngate.core.context import ContextConfig
 from turngate.core.events import Event
@@ -35,14 +35,18 @@ class VerifiedDecision:
     conn: Connection  # the verify pass's read transaction (checks that count the ledger use it)
 
 
-#: One check: ``(kind, detail)`` for each thing it finds wrong (a failure of that kind).
+#: One check: ``(kind, detail)`` for each thing it finds wrong (a failure of that kind), or
+#: ``(SHADOW_NOT_RERUN, policy)`` for a part it could not recompute (summed up as a warning).
 DecisionCheck = Callable[[VerifiedDecision], Iterable[tuple[AuditKind, str]]]
 
 
 def shadow_entries(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:
-    """The DECISION's shadow entries, recomputed (:mod:`.shadow_recompute`)."""
+    """The DECISION's shadow entries, recomputed (:mod:`.shadow_recompute`); an entry of a policy
+    that does not load here is ``shadow_not_rerun`` (a warning, detail: the policy)."""
     for problem in verify_shadows(decision.payload, decision.intent, decision.candidates, decision.config):
         yield AuditKind.DECISION_MISMATCH, problem
+    for policy in shadows_not_rerun(decision.payload):
+        yield AuditKind.SHADOW_NOT_RERUN, policy
 
 
 def spend_plan(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:

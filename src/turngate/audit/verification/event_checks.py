@@ -19,10 +19,11 @@ from pydantic import ValidationError
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
+from turngate.artifacts.configs import ConfigLookup
 from turngate.artifacts.store import ArtifactError, ArtifactStore, ArtifactUnavailableError
 from turngate.audit.verification.artifact_checks import check_artifact
 from turngate.audit.verification.candidates import KEYS_BY_DIGEST, fetch_candidates, read_candidates
-from turngate.audit.verification.configs import stored_config_digest
+from turngate.audit.verification.configs import ConfigSource, stored_config_digest
 from turngate.audit.verification.decision_checks import DecisionCheck, VerifiedDecision
 from turngate.audit.verification.decision_recompute import verify_decision_reusing
 from turngate.audit.verification.event_cache import (
@@ -71,7 +72,7 @@ class RangeAudit:
     store: LedgerStore
     conn: Connection  # the chain pass's read transaction: every lookup sees its snapshot
     artifacts: ArtifactStore | None
-    configs: dict[str, ContextConfig]
+    configs: ConfigSource
     snapshot_grace: timedelta | None
     in_scope: Callable[[StoredRow], bool]
     decision_checks: Sequence[DecisionCheck] = ()
@@ -79,11 +80,16 @@ class RangeAudit:
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     failures: list[Finding] = field(default_factory=list)
     checked_decisions: int = 0
-    unverified_decisions: int = 0
+    unchecked_decisions: int = 0
     checked_artifacts: int = 0
     unchecked_artifacts: int = 0
     artifacts_stopped: bool = False
-    drift: dict[str, Span] = field(default_factory=dict)  # config digest -> DECISIONs under it
+    # config digest -> DECISIONs under it, not the current config: recomputed with it (drift),
+    # or not recomputed (unchecked); how each config was found (or why not).
+    drift: dict[str, Span] = field(default_factory=dict)
+    unchecked: dict[str, Span] = field(default_factory=dict)
+    lookups: dict[str, ConfigLookup] = field(default_factory=dict)
+    shadows_not_rerun: dict[str, Span] = field(default_factory=dict)  # policy -> its DECISIONs
     expired: Span | None = None
     # INTENTs whose DECISION has not streamed by yet; DECISIONs whose EXECUTION has not.
     pending_intents: OrderedDict[str, tuple[Mapping[str, Any], dict[str, Any]]] = field(
@@ -265,15 +271,16 @@ class RangeAudit:
                 f"{where}: the DECISION cannot be recomputed from stored inputs",
             )
             return
-        cfg = self.configs.get(config_digest)
-        if cfg is None:
-            self.unverified_decisions += 1
-            drift = self.drift.get(config_digest)
-            if drift is None:
-                self.drift[config_digest] = Span(1, index, index, cid)
-            else:
-                drift.add(index)
+        lookup = self.configs.lookup(config_digest)
+        cfg = lookup.config
+        if cfg is None:  # not recomputed: reported as unchecked (and a failure if altered)
+            self.unchecked_decisions += 1
+            self.lookups.setdefault(config_digest, lookup)
+            _add_to_span(self.unchecked, config_digest, index, cid)
             return
+        if config_digest != self.configs.current:  # recomputed with an earlier or stored config
+            _add_to_span(self.drift, config_digest, index, cid)
+            self.lookups.setdefault(config_digest, lookup)
         self.checked_decisions += 1
         candidates = found.candidates.get(cid, [])
         problems = verify_decision_reusing(payload, intent, candidates, cfg, self.digests)
@@ -281,7 +288,10 @@ class RangeAudit:
             verified = VerifiedDecision(index, cid, payload, intent, candidates, cfg, self.conn)
             for check in self.decision_checks:
                 for kind, detail in check(verified):
-                    self.fail(kind, index, cid, detail)
+                    if kind == AuditKind.SHADOW_NOT_RERUN:
+                        _add_to_span(self.shadows_not_rerun, detail, index, cid)
+                    else:
+                        self.fail(kind, index, cid, detail)
             return
         if cid in found.candidates:
             self.doubtful.append((index, cid, payload, intent, cfg, problems))
@@ -427,6 +437,14 @@ class RangeAudit:
             return False
         created = _parse_time(pointer.created_at) or _parse_time(row.get("created_at"))
         return created is not None and self.now - created > self.snapshot_grace
+
+
+def _add_to_span(spans: dict[str, Span], key: str, index: int, correlation_id: str) -> None:
+    span = spans.get(key)
+    if span is None:
+        spans[key] = Span(1, index, index, correlation_id)
+    else:
+        span.add(index)
 
 
 def _summary(event: Event) -> _DecisionSummary:

@@ -10,7 +10,8 @@ from pydantic import BaseModel, Field
 
 
 class AuditKind(StrEnum):
-    """What a finding is about. Failures make a report not ok; warnings and info do not."""
+    """What a finding is about. Failures and unchecked DECISIONs make a report not ok (the
+    latter unless allowed); warnings and info do not."""
 
     # (a) the chain, from turngate.ledger.verify_ledger
     DIGEST_MISMATCH = "digest_mismatch"
@@ -40,11 +41,17 @@ class AuditKind(StrEnum):
     ARTIFACT_MISMATCH = "artifact_mismatch"
     ARTIFACT_POINTER_INVALID = "artifact_pointer_invalid"
     ARTIFACT_UNAVAILABLE = "artifact_unavailable"
+    # the config stored under a DECISION's config digest is not that config (altered or corrupt)
+    CONFIG_MISMATCH = "config_mismatch"
+    # unchecked: DECISIONs whose config could not be had, so they were not recomputed
+    CONFIG_UNAVAILABLE = "config_unavailable"
     # warnings
-    CONFIG_DRIFT = "config_drift"
     ARTIFACTS_NOT_CHECKED = "artifacts_not_checked"
+    SHADOW_NOT_RERUN = "shadow_not_rerun"  # shadow entries of a policy that does not load here
     # info
     EXPIRED_SNAPSHOT = "expired_snapshot"
+    CONFIG_DRIFT = "config_drift"  # DECISIONs recomputed with an earlier (stored) config
+    POLICY_REPLAY_SCOPE = "policy_replay_scope"  # what --replay-policy decided again, what not
 
 
 class Finding(BaseModel):
@@ -55,15 +62,26 @@ class Finding(BaseModel):
 
 
 class AuditReport(BaseModel):
-    ok: bool = Field(description="no failures (warnings and info do not count)")
+    ok: bool = Field(
+        description=(
+            "no failures and every DECISION in scope recomputed (or the unchecked ones allowed); "
+            "warnings and info do not count"
+        )
+    )
     thread_id: str | None = None
     since_index: int | None = None
     until_index: int | None = None
     checked_events: int = Field(description="events whose digest and chain link were recomputed")
     checked_decisions: int = Field(description="DECISIONs recomputed from their stored inputs")
-    unverified_decisions: int = Field(0, description="DECISIONs made under a config the verifier lacks")
+    unchecked_decisions: int = Field(
+        0, description="DECISIONs not recomputed: the config they were made under could not be had"
+    )
+    allow_unchecked: bool = Field(False, description="unchecked DECISIONs do not make the report not ok")
     checked_artifacts: int = Field(description="artifact pointers re-hashed against the store")
     failures: list[Finding] = Field(default_factory=list)
+    unchecked: list[Finding] = Field(
+        default_factory=list, description="why DECISIONs were not recomputed (one per config digest)"
+    )
     warnings: list[Finding] = Field(default_factory=list)
     info: list[Finding] = Field(default_factory=list)
     head_index: int | None = Field(None, description="index of the last event checked")

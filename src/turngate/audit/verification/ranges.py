@@ -13,13 +13,14 @@ from datetime import timedelta
 
 from sqlalchemy import ColumnElement, select
 
+from turngate.artifacts.configs import ConfigLookup
 from turngate.artifacts.store import ArtifactStore
 from turngate.audit.forked_ranges import Bound
+from turngate.audit.verification.configs import ConfigSource
 from turngate.audit.verification.decision_checks import DecisionCheck
 from turngate.audit.verification.event_cache import MAX_CACHE_EVENTS
 from turngate.audit.verification.event_checks import RangeAudit
 from turngate.audit.verification.findings import Finding, Span, join_spans
-from turngate.core.context import ContextConfig
 from turngate.ledger import LedgerStore
 from turngate.ledger.chain_check import (
     ChainChecker,
@@ -42,7 +43,7 @@ class Plan:
     whole: bool  # the whole log: indexes from 0, no gaps
     conditions: list[ColumnElement[bool]]
     batch_size: int
-    configs: dict[str, ContextConfig]
+    configs: ConfigSource
     snapshot_grace: timedelta | None
     note_indexes: frozenset[int]  # rows whose correlation_id a finding needs (besides chain problems)
     decision_checks: Sequence[DecisionCheck] = ()
@@ -67,10 +68,13 @@ class RangeTally:
     correlation_of: dict[int, str] = field(default_factory=dict)  # for the chain problems' findings
     failures: list[Finding] = field(default_factory=list)
     checked_decisions: int = 0
-    unverified_decisions: int = 0
+    unchecked_decisions: int = 0
     checked_artifacts: int = 0
     unchecked_artifacts: int = 0
     drift: dict[str, Span] = field(default_factory=dict)
+    unchecked: dict[str, Span] = field(default_factory=dict)
+    lookups: dict[str, ConfigLookup] = field(default_factory=dict)
+    shadows_not_rerun: dict[str, Span] = field(default_factory=dict)
     expired: Span | None = None
 
     def absorb(self, later: RangeTally) -> None:
@@ -82,12 +86,20 @@ class RangeTally:
         self.correlation_of.update(later.correlation_of)
         self.failures.extend(later.failures)
         self.checked_decisions += later.checked_decisions
-        self.unverified_decisions += later.unverified_decisions
+        self.unchecked_decisions += later.unchecked_decisions
         self.checked_artifacts += later.checked_artifacts
         self.unchecked_artifacts += later.unchecked_artifacts
-        for config_digest, span in later.drift.items():
-            self.drift[config_digest] = join_spans(self.drift.get(config_digest), span)
+        for spans, more in (
+            (self.drift, later.drift),
+            (self.unchecked, later.unchecked),
+            (self.shadows_not_rerun, later.shadows_not_rerun),
+        ):
+            for config_digest, span in more.items():
+                spans[config_digest] = join_spans(spans.get(config_digest), span)
         self.drift = dict(sorted(self.drift.items(), key=lambda item: item[1].first_index))
+        self.unchecked = dict(sorted(self.unchecked.items(), key=lambda item: item[1].first_index))
+        for config_digest, lookup in later.lookups.items():
+            self.lookups.setdefault(config_digest, lookup)
         if later.expired is not None:
             self.expired = join_spans(self.expired, later.expired)
 
@@ -142,10 +154,13 @@ def verify_range(
         correlation_of=correlation_of,
         failures=audit.failures,
         checked_decisions=audit.checked_decisions,
-        unverified_decisions=audit.unverified_decisions,
+        unchecked_decisions=audit.unchecked_decisions,
         checked_artifacts=audit.checked_artifacts,
         unchecked_artifacts=audit.unchecked_artifacts,
         drift=audit.drift,
+        unchecked=audit.unchecked,
+        lookups=audit.lookups,
+        shadows_not_rerun=audit.shadows_not_rerun,
         expired=audit.expired,
     )
 

@@ -13,7 +13,8 @@ from turngate.artifacts.local import LocalArtifactStore
 from turngate.artifacts.store import ArtifactStore
 from turngate.audit.forked_ranges import Bound, process_count, run_ranges, split_ranges
 from turngate.audit.gc_passes import with_fewer_gc_passes
-from turngate.audit.verification.configs import config_map
+from turngate.audit.verification.config_findings import config_findings
+from turngate.audit.verification.configs import ConfigSource, config_map
 from turngate.audit.verification.decision_checks import DecisionCheck, shadow_entries, spend_plan
 from turngate.audit.verification.event_cache import MAX_CACHE_EVENTS
 from turngate.audit.verification.findings import AuditKind, AuditReport, Finding, ProgressFn
@@ -46,12 +47,17 @@ def verify_all(
     batch_size: int = DEFAULT_BATCH_SIZE,
     workers: int | None = None,
     cache_events: int | None = None,
+    allow_unchecked: bool = False,
 ) -> AuditReport:
     """Verify the ledger (or ``thread_id``'s events, or the indexes ``since_index..until_index``).
 
     ``artifacts=None`` skips the artifact checks (a ``artifacts_not_checked`` warning says how
     many pointers were seen). ``known_configs`` are earlier context configs: a DECISION pinned to
-    one of them is recomputed with it instead of being reported as ``config_drift``. A missing
+    one of them, or to a config stored in ``artifacts`` under its digest
+    (:mod:`turngate.artifacts.configs`), is recomputed with it (``config_drift`` info); one whose
+    config cannot be had is not recomputed: counted in ``unchecked_decisions``, with a
+    ``config_unavailable`` finding per config, and the report is not ok unless
+    ``allow_unchecked``. A missing
     ``snapshot``-retention artifact older than ``snapshot_grace`` is ``expired_snapshot`` info
     (gc deletes those); without ``snapshot_grace`` it is a failure like any missing artifact.
     ``progress(done, total)`` is called after every batch; ``total`` is twice the number of
@@ -88,7 +94,7 @@ def verify_all(
             if parts <= 1 or last_index is None
             else split_ranges(conn, conditions, in_scope, None, last_index, parts)
         )
-    configs = config_map(context_config, known_configs)
+    configs = ConfigSource(config_map(context_config, known_configs), artifacts)
     plan = Plan(
         thread_id=thread_id,
         since_index=since_index,
@@ -124,7 +130,7 @@ def verify_all(
     if len(bounds) > 1:
         report_progress(tally.checked)
 
-    current_digest = next(iter(configs))
+    current_digest = configs.current
     chain_findings = [
         Finding(
             kind=AuditKind(problem.kind.value),
@@ -139,24 +145,29 @@ def verify_all(
         )
         for problem in tally.problems
     ]
-    warnings, info, failures = _summaries(tally, artifacts is not None, current_digest, snapshot_grace)
+    warnings, info, failures = _summaries(tally, artifacts is not None, snapshot_grace)
+    drift_info, unchecked, config_failures = config_findings(
+        tally.drift, tally.unchecked, tally.lookups, current_digest
+    )
     failures = sorted(
-        chain_findings + tally.failures + failures,
+        chain_findings + tally.failures + failures + config_failures,
         key=lambda f: (f.index if f.index is not None else -1, f.kind.value),
     )
     elapsed = time.perf_counter() - started
     return AuditReport(
-        ok=not failures,
+        ok=not failures and (allow_unchecked or not tally.unchecked_decisions),
         thread_id=thread_id,
         since_index=since_index,
         until_index=until_index,
         checked_events=tally.checked,
         checked_decisions=tally.checked_decisions,
-        unverified_decisions=tally.unverified_decisions,
+        unchecked_decisions=tally.unchecked_decisions,
+        allow_unchecked=allow_unchecked,
         checked_artifacts=tally.checked_artifacts,
         failures=failures,
+        unchecked=unchecked,
         warnings=warnings,
-        info=info,
+        info=drift_info + info,
         head_index=tally.head[0],
         head_digest=tally.head[1],
         context_config_digest=current_digest,
@@ -189,27 +200,13 @@ def _process_count(
 
 
 def _summaries(
-    tally: RangeTally, checked_artifacts: bool, current_digest: str, snapshot_grace: timedelta | None
+    tally: RangeTally, checked_artifacts: bool, snapshot_grace: timedelta | None
 ) -> tuple[list[Finding], list[Finding], list[Finding]]:
-    """(warnings, info, failures) that sum up the whole scope: config drift, expired snapshots,
-    artifact pointers not checked."""
+    """(warnings, info, failures) that sum up the whole scope: expired snapshots, shadow entries
+    not re-run, artifact pointers not checked (the configs: :mod:`.config_findings`)."""
     warnings: list[Finding] = []
     info: list[Finding] = []
     failures: list[Finding] = []
-    for config_digest, drift in tally.drift.items():
-        warnings.append(
-            Finding(
-                kind=AuditKind.CONFIG_DRIFT,
-                index=drift.first_index,
-                correlation_id=drift.first_correlation_id,
-                detail=(
-                    f"{drift.count} DECISION(s) (index {drift.first_index}..{drift.last_index}) "
-                    f"were made under context config {config_digest}, "
-                    f"not the current {current_digest}: "
-                    "not a tamper, but their context_digest cannot be recomputed without that config"
-                ),
-            )
-        )
     expired = tally.expired
     if expired is not None:
         info.append(
@@ -221,6 +218,19 @@ def _summaries(
                     f"{expired.count} snapshot artifact(s) referenced from index "
                     f"{expired.first_index}..{expired.last_index} are gone and older than "
                     f"the grace period {snapshot_grace}: collected by gc, as expected"
+                ),
+            )
+        )
+    for policy, span in tally.shadows_not_rerun.items():
+        warnings.append(
+            Finding(
+                kind=AuditKind.SHADOW_NOT_RERUN,
+                index=span.first_index,
+                correlation_id=span.first_correlation_id,
+                detail=(
+                    f"{span.count} DECISION(s) (index {span.first_index}..{span.last_index}) hold a "
+                    f"shadow entry of {policy}, not re-run: that policy does not load here "
+                    "(configure it as a shadow policy to check these entries)"
                 ),
             )
         )

@@ -5,7 +5,8 @@ stored INTENT and candidates (the context code the turn ran) and the shadow poli
 again; its entry must come out the same. The policies verify can re-run are the configured
 shadow policies (``TURNGATE_SHADOW_POLICY_MODULE``), the configured active policy and the
 built-in ones, matched by (policy id, version, config digest). An entry of another policy is
-left as recorded: the hash chain still covers its bytes.
+left as recorded (the hash chain still covers its bytes) and named by :func:`shadows_not_rerun`:
+verify reports it as not re-run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from turngate.core.decision import stored_scope
 from turngate.core.events import Event
 from turngate.core.policy import InvalidIntentError, LoadedPolicy, PolicyLoadError, load_policy
 from turngate.core.refs import RefResolutionError
-from turngate.core.shadow import SHADOW_KEY, shadow_problems
+from turngate.core.shadow import ENTRY_KEYS, SHADOW_KEY, shadow_problems
 
 log = logging.getLogger(__name__)
 
@@ -63,3 +64,20 @@ def verify_shadows(
         policy_input = None
     problems, _not_rerun = shadow_problems(stored, policy_input, known_policies())
     return problems
+
+
+def shadows_not_rerun(stored: Mapping[str, Any]) -> list[str]:
+    """The policies (``id vVERSION, config DIGEST``) of ``stored``'s well-formed shadow entries
+    that verify cannot re-run here (malformed entries are :func:`verify_shadows`' problems)."""
+    entries = stored.get(SHADOW_KEY)
+    if not isinstance(entries, list):
+        return []
+    known = known_policies()
+    names = []
+    for entry in entries:
+        if not isinstance(entry, Mapping) or not set(entry) >= ENTRY_KEYS:
+            continue
+        identity = (str(entry["policy_id"]), str(entry["policy_version"]), str(entry["config_digest"]))
+        if identity not in known:
+            names.append(f"{identity[0]} v{identity[1]}, config {identity[2]}")
+    return names

@@ -780,11 +780,25 @@ function verifyPanel(threadId) {
 function renderReport(report) {
   const kinds = new Map();
   for (const finding of report.failures || []) kinds.set(finding.kind, (kinds.get(finding.kind) || 0) + 1);
+  // DECISIONs whose config could not be had were not recomputed: never a PASS for them.
+  const unchecked = report.unchecked_decisions || 0;
   const checks = CHECKS.map(([label, counter, names]) => {
     const failed = names.reduce((n, name) => n + (kinds.get(name) || 0), 0);
     const checked = report[counter] || 0;
-    const verdict = failed ? badge("deny", "FAIL") : checked ? badge("allow", "PASS") : badge("plain", "N/A");
-    const note = failed ? `${checked} checked, ${failed} failure(s)` : checked ? `${checked} checked` : "nothing to check";
+    const skipped = counter === "checked_decisions" ? unchecked : 0;
+    const verdict = failed
+      ? badge("deny", "FAIL")
+      : skipped
+        ? badge("deny", "UNCHECKED")
+        : checked
+          ? badge("allow", "PASS")
+          : badge("plain", "N/A");
+    const more = skipped ? `, ${skipped} unchecked` : "";
+    const note = failed
+      ? `${checked} checked, ${failed} failure(s)${more}`
+      : checked || skipped
+        ? `${checked} checked${more}`
+        : "nothing to check";
     return h("li", { "data-check": names[0] }, verdict, ` ${label}`, h("span", { class: "hint" }, ` (${note})`));
   });
   const findingRows = (list, label) =>
@@ -799,7 +813,12 @@ function renderReport(report) {
         h("td", null, f.detail),
       ),
     );
-  const all = [...findingRows(report.failures, "failure"), ...findingRows(report.warnings, "warning"), ...findingRows(report.info, "info")];
+  const all = [
+    ...findingRows(report.failures, "failure"),
+    ...findingRows(report.unchecked, "unchecked"),
+    ...findingRows(report.warnings, "warning"),
+    ...findingRows(report.info, "info"),
+  ];
   const rows = all.slice(0, FINDINGS_SHOWN);
   const more = all.length - rows.length;
   return h(
@@ -808,8 +827,9 @@ function renderReport(report) {
     h(
       "p",
       { class: `banner ${report.ok ? "allow" : "deny"}`, id: "verify-verdict" },
-      report.ok ? "Verified: " : "Verification FAILED: ",
-      `${report.checked_events} events, ${report.checked_decisions} decisions, ${report.checked_artifacts} artifacts checked in ${report.duration_ms} ms; ${report.failures.length} failure(s), ${report.warnings.length} warning(s).`,
+      report.failures.length ? "Verification FAILED: " : report.ok ? "Verified: " : "Verification INCOMPLETE: ",
+      `${report.checked_events} events, ${report.checked_decisions} decisions, ${report.checked_artifacts} artifacts checked in ${report.duration_ms} ms; ${report.failures.length} failure(s), ${report.warnings.length} warning(s)` +
+        (unchecked ? `, ${unchecked} decision(s) unchecked: their config could not be had.` : "."),
     ),
     h("ul", { class: "checks" }, checks),
     rows.length ? table(more ? `Findings (the first ${rows.length} of ${all.length})` : "Findings", ["Level", "Kind", { label: "Index", num: true }, "Turn", "Detail"], rows) : null,
