@@ -46,9 +46,13 @@ SCENARIOS: dict[str, dict[str, object]] = {
     "spend_request": {"models_file": Path(__file__).parent / "spend_models.json"},
     # Shape 2 (docs/WORKFLOW.md): an allowed turn's DECISION, provider call and EXECUTION in one
     # activity (turngate.call_and_record), regular and local, and its wall clock running out.
+    # Recorded by a worker on shape 2; recording them again now would give shape 3.
     "one_step": {},
     "one_step_local": {"provider_activity": "local", "workflow_sandbox": False},
     "one_step_timeout": {"llm_wall_clock_s": 1, "echo_delay_ms": 400},
+    # Shape 3: shape 2 with the search attributes written before the step.
+    "indexed_step": {},
+    "indexed_step_local": {"provider_activity": "local", "workflow_sandbox": False},
 }
 #: Inputs of the second turn per scenario (default: none).
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {

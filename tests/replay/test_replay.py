@@ -29,6 +29,8 @@ COMPATIBLE = [
     "one_step",
     "one_step_local",
     "one_step_timeout",
+    "indexed_step",
+    "indexed_step_local",
 ]
 
 

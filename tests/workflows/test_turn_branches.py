@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -100,6 +101,7 @@ class FakeTurnActivities:
     calls: list[ProviderCallInput] = field(default_factory=list)
     steps: int = 0  # call_and_record attempts
     history_events: int = 0  # of the last turn run
+    history_types: list[int] = field(default_factory=list)
     lose_step_after: str | None = None  # call_and_record fails after appending this kind
 
     def _append(self, draft: EventDraft) -> Event:
@@ -181,7 +183,9 @@ async def _run(
             task_queue=task_queue,
             execution_timeout=timedelta(seconds=60),
         )
-        fakes.history_events = len((await env.client.get_workflow_handle(workflow_id).fetch_history()).events)
+        history = await env.client.get_workflow_handle(workflow_id).fetch_history()
+        fakes.history_events = len(history.events)
+        fakes.history_types = [event.event_type for event in history.events]
         return result
 
 
@@ -276,9 +280,10 @@ async def test_shape_one_records_each_step_apart(env) -> None:
     assert fakes.steps == 0 and fakes.history_events == 15
 
 
+@pytest.mark.parametrize("shape", [2, 3])
 @pytest.mark.parametrize(("provider_activity", "events"), [("regular", 13), ("local", 8)])
-async def test_shape_two_decides_calls_and_records_in_one_step(env, provider_activity, events) -> None:
-    fakes, queue, cid = _setup(shape=2, provider_activity=provider_activity)
+async def test_shape_two_decides_calls_and_records_in_one_step(env, provider_activity, events, shape) -> None:
+    fakes, queue, cid = _setup(shape=shape, provider_activity=provider_activity)
     result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
     assert (result.decision, result.error_code) == ("ALLOW", None)
     assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"]
@@ -287,21 +292,31 @@ async def test_shape_two_decides_calls_and_records_in_one_step(env, provider_act
 
 
 async def test_shape_two_denies_as_shape_one(env) -> None:
-    fakes, queue, cid = _setup("turngate.policies.deny_all", shape=2)
+    fakes, queue, cid = _setup("turngate.policies.deny_all", shape=3)
     result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
     assert result.decision == "DENY" and fakes.steps == 0 and fakes.kinds(cid) == ["INTENT", "DECISION"]
 
 
 async def test_a_step_lost_after_its_decision_still_ends_the_turn(env) -> None:
-    fakes, queue, cid = _setup(shape=2, lose_step_after="DECISION")
+    fakes, queue, cid = _setup(shape=3, lose_step_after="DECISION")
     result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
     assert (result.decision, result.error_code) == ("ALLOW", "ledger.conflict")
     assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"] and fakes.calls == []
 
 
 async def test_a_step_lost_after_its_execution_keeps_the_recorded_answer(env) -> None:
-    fakes, queue, cid = _setup(shape=2, lose_step_after="EXECUTION")
+    fakes, queue, cid = _setup(shape=3, lose_step_after="EXECUTION")
     result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
     assert (result.decision, result.error_code) == ("ALLOW", None)
     assert result.execution is not None and result.execution.digest == fakes.recorded(cid, "EXECUTION").digest
     assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"] and len(fakes.calls) == 1
+
+
+@pytest.mark.parametrize(("shape", "before_the_step"), [(2, False), (3, True)])
+async def test_shape_three_is_findable_as_an_allow_while_its_step_runs(env, shape, before_the_step) -> None:
+    fakes, queue, cid = _setup(shape=shape)
+    await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    types = fakes.history_types
+    upsert = types.index(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
+    assert types.count(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES) == 1
+    assert (upsert < types.index(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)) is before_the_step

@@ -1,5 +1,6 @@
-"""The provider call: a regular activity on the `llm` task queue (its slots are the LLM
-concurrency limit), streaming, heartbeating, and classifying errors where they are raised.
+"""The provider call: a regular activity on the `llm` task queue (``concurrency`` calls at once
+per worker: the LLM concurrency limit), streaming, heartbeating, and classifying errors where
+they are raised.
 
 Deltas go to a token bus (``turngate.streaming``), a side channel for live subscribers: each
 attempt announces itself (``start`` with ``activity.info().attempt``; a retry voids the earlier

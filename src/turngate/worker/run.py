@@ -1,8 +1,9 @@
 """The worker process: turn workflows + ledger steps on one queue, provider calls on another,
 and one queue per case job type (docs/JOBS.md).
 
-One task queue per resource class: the `llm` queue's activity slots are the provider concurrency
-limit (TURNGATE_LLM_CONCURRENCY), independent of how many turns are in flight.
+One task queue per resource class: provider calls (and the turn steps around them) run on the
+`llm` queue; TURNGATE_LLM_CONCURRENCY provider calls at once per worker, a semaphore around the
+call itself, independent of how many turns are in flight.
 """
 
 from __future__ import annotations

@@ -79,5 +79,8 @@ TURN_SHAPE_THREE_STEPS = 1
 #: Shape 2: an allowed turn without a spend plan appends its DECISION, calls the provider and
 #: appends its EXECUTION in one activity (``turngate.call_and_record``).
 TURN_SHAPE_ONE_STEP = 2
+#: Shape 3: shape 2 with the turn's search attributes (TurngateDecision, TurngatePolicyId) written
+#: before the step, not after it: /status counts the running ALLOW turns as the LLM queue.
+TURN_SHAPE_INDEXED_STEP = 3
 #: The shape a worker starts new turns in (worker/boundary.py).
-CURRENT_TURN_SHAPE = TURN_SHAPE_ONE_STEP
+CURRENT_TURN_SHAPE = TURN_SHAPE_INDEXED_STEP

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.payloads import SYSTEM_ERROR, DecisionPayload, ExecutionPayload
     from turngate.core.refs import ref_lookup_ids
     from turngate.workflows import adoption
-    from turngate.workflows.patches import TURN_SHAPE_ONE_STEP
+    from turngate.workflows.patches import TURN_SHAPE_INDEXED_STEP, TURN_SHAPE_ONE_STEP
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -72,6 +72,7 @@ def _recorded(event: Event) -> RecordedEvent:
 class TurnWorkflow:
     def __init__(self) -> None:
         self._recorded: dict[str, RecordedEvent] = {}
+        self._indexed: tuple[str, str] | None = None  # the search attributes written: decision, policy
 
     @workflow.query(name="recorded")
     def recorded(self) -> dict[str, RecordedEvent]:
@@ -114,6 +115,10 @@ class TurnWorkflow:
         """Shape 2: the DECISION, the provider call and the EXECUTION in one activity. If that
         activity fails as a whole, the turn still ends: what the ledger does not hold yet is
         recorded here, the EXECUTION with the step's error."""
+        if begin.boundary.turn_shape >= TURN_SHAPE_INDEXED_STEP:
+            # Findable as an ALLOW in the LLM stage while the step runs (/status's queue).
+            record = decision.outcome.record
+            self._index(record.decision, record.policy_id)
         try:
             done = await call_and_record_activity(
                 decision,
@@ -197,13 +202,17 @@ class TurnWorkflow:
     def _decided(self, intent: Event, event: Event) -> TurnResult:
         """The turn's result once its DECISION is recorded, which makes the turn findable by it."""
         result = self._result(intent, event)
-        workflow.upsert_search_attributes(
-            [
-                SA_DECISION.value_set(event.payload["decision"]),
-                SA_POLICY_ID.value_set(event.payload["policy_id"]),
-            ]
-        )
+        self._index(event.payload["decision"], event.payload["policy_id"])
         return result
+
+    def _index(self, decision: str, policy_id: str) -> None:
+        """Write the turn's search attributes, unless they already say this."""
+        if self._indexed == (decision, policy_id):
+            return
+        self._indexed = (decision, policy_id)
+        workflow.upsert_search_attributes(
+            [SA_DECISION.value_set(decision), SA_POLICY_ID.value_set(policy_id)]
+        )
 
     @staticmethod
     def _execution_manifest(decision: TurnDecision) -> dict[str, Any]:
