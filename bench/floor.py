@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ async def _run_shape(server: DevServer, shape: str, sizes: Sizes, *, sandbox: bo
     return result
 
 
-async def floor(sizes: Sizes, progress: Any = print) -> dict[str, Any]:
+async def floor(sizes: Sizes, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Every shape with the sandbox on, and today's shape with it off; keyed by label."""
     data = Path(tempfile.mkdtemp(prefix="turngate-bench-floor-"))
     server = DevServer(

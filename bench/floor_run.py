@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 import uuid
 from typing import Any
@@ -108,7 +107,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.floor_run", description=__doc__)
     parser.add_argument("address")
     parser.add_argument("shape", choices=list(SHAPES))
@@ -118,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--turns", type=int, default=100, help="sequential turns after the warm-up")
     parser.add_argument("--warmup", type=int, default=10)
-    print(json.dumps(asyncio.run(measure(parser.parse_args(argv)))))
-    return 0
+    print(json.dumps(asyncio.run(measure(parser.parse_args(argv)))), flush=True)
+    # Skip interpreter finalization: the SDK's core threads may still call into Python while it
+    # runs (a fatal "PyGILState_Release" at exit was seen on a loaded machine). The figures are
+    # printed and the workers shut down: nothing is left to clean up.
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
