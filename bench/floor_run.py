@@ -64,6 +64,8 @@ async def _history_events(client: Client, ids: list[str]) -> dict[str, Any]:
     counts = [
         len((await client.get_workflow_handle(i).fetch_history()).events) for i in ids[-HISTORY_SAMPLE:]
     ]
+    if not counts:
+        return {"n": 0}
     return {"n": len(counts), "median": statistics.median(counts), "min": min(counts), "max": max(counts)}
 
 
