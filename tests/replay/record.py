@@ -42,8 +42,8 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # The same, recorded since the spend plan counts the request as assembled (after the
     # external refs and the assembly); the second turn also sends a client system message.
     "spend_request": {"models_file": Path(__file__).parent / "spend_models.json"},
-    # Context spec version 3: the second turn's event ref names the whole earlier turn (the
-    # workflow.patched marker of EXPAND_TURN_REFS is in the history).
+    # Context spec version 3: the second turn's event ref names the whole earlier turn; both
+    # turns record exchanges_count without a prompt pack (the markers of both patches).
     "turn_refs": {},
 }
 #: Inputs of the second turn per scenario (default: none).
