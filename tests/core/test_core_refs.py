@@ -309,7 +309,7 @@ def test_resolution_is_order_free_and_needs_only_the_candidates(new_chain, data)
 # ---- event refs name whole turns (context spec version 3: EXPAND_TURN_REFS)
 
 
-def test_seed_example_1_as_written_with_turn_and_correlation_ids(new_chain):
+def test_chat_history_example_as_written_with_turn_and_correlation_ids(new_chain):
     """A client that knows only the context system names INTENT-1 and EXECUTION-1 by the ids it
     has (correlation or turn id, ``ref_type: event``): the answer is admitted beside the
     question, execution_only, and the policy still sees only the INTENT."""
