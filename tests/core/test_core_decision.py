@@ -319,3 +319,31 @@ def test_empty_refs_first_turn_deny_is_pinned_and_verifies(new_chain):
     assert verify_decision(allowed, first, [], CFG, policy) == []
     with pytest.raises(ValueError, match="ALLOW or DENY"):
         load_context_config(None, {"TURNGATE_CONTEXT_EMPTY_REFS_FIRST_TURN": "maybe"})
+
+
+def test_v3_keeps_the_external_refs_scope_of_a_turn_that_declares_them(new_chain):
+    """Version 3 has version 2's ``external_refs`` exactly when the turn declares external refs:
+    what they resolved to stays inside the digest and verifies."""
+    from turngate.core.context import with_external_resolution
+
+    chain = new_chain()
+    i1, x1, current = example(
+        chain, refs=[ev("1"), {"ref_type": "case_query", "case_id": "c1", "query": "q", "top_k": 2}]
+    )
+    policy = load_policy("turngate.policies.allow_all")
+    cands = chain.candidates_for(current)
+    outcome = decide(current, cands, CFG, policy, schema_version="turngate.ctxspec.3")
+    assert outcome.context_spec is not None and outcome.assembled_context is not None
+    assert outcome.context_spec["external_refs"]["resolved"] is None
+    assert [r.event_digest for r in outcome.resolution.resolved_refs] == [i1.digest, x1.digest]
+    resolved = [{"ref_type": "case_query", "case_id": "c1", "selected_chunk_ids": ["a"]}]
+    spec, digest = with_external_resolution(outcome.context_spec, outcome.assembled_context, resolved)
+    assert digest != outcome.context_digest
+    stored = json.loads(
+        json.dumps(
+            outcome.payload | {"context_spec": spec, "context_digest": digest, "external_context": resolved}
+        )
+    )
+    assert verify_decision(stored, current, cands, CFG, policy) == []
+    swapped = stored | {"external_context": [{**resolved[0], "selected_chunk_ids": ["b"]}]}
+    assert "context_digest differs from the recomputation" in verify_decision(swapped, current, cands, CFG)
