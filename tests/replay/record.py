@@ -42,6 +42,9 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # The same, recorded since the spend plan counts the request as assembled (after the
     # external refs and the assembly); the second turn also sends a client system message.
     "spend_request": {"models_file": Path(__file__).parent / "spend_models.json"},
+    # Context spec version 3: the second turn's event ref names the whole earlier turn; both
+    # turns record exchanges_count without a prompt pack (the markers of both patches).
+    "turn_refs": {},
 }
 #: Inputs of the second turn per scenario (default: none).
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {

@@ -29,6 +29,7 @@ COMPATIBLE = [
     "tool_loop",
     "spend_alias",
     "spend_request",
+    "turn_refs",
 ]
 
 

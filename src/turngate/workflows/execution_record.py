@@ -6,12 +6,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 from turngate.core.model_resolution import ModelResolution
 from turngate.core.payloads import ExecutionPayload
-from turngate.core.tools import ToolSpec, admit_tool_calls, first_transition, next_phase_for
+from turngate.core.refs import Resolution
+from turngate.core.tools import (
+    ToolSpec,
+    admit_tool_calls,
+    exchange_count,
+    first_transition,
+    next_phase_for,
+)
 from turngate.workflows.shared import ProviderCallResult
+
+#: workflow.patched id: every executed turn records ``exchanges_count`` (before it, only turns
+#: with a system prompt from a prompt pack did).
+PATCH_EXCHANGES_ALWAYS = "exchanges-count-always"
 
 
 def _started(model: ModelResolution, context_digest: str | None, **fields: Any) -> ExecutionPayload:
@@ -97,3 +109,15 @@ def with_tool_calls(
         update["phase_transition"] = transition
         update["next_phase"] = next_phase_for(call, transition, offered, inputs)
     return payload.model_copy(update=update)
+
+
+def with_exchanges_count(
+    payload: ExecutionPayload, resolution: Resolution | None, prompted: bool
+) -> ExecutionPayload:
+    """The EXECUTION with ``exchanges_count``: the completed exchanges the turn referenced, plus
+    this one (the turn stream's ``done`` event reports it). ``prompted``: the turn had a system
+    prompt from a prompt pack, which always counted; other turns count since the patch, so
+    histories recorded before it replay as they ran."""
+    if resolution is None or not (prompted or workflow.patched(PATCH_EXCHANGES_ALWAYS)):
+        return payload
+    return payload.model_copy(update={"exchanges_count": exchange_count(resolution) + 1})

@@ -50,7 +50,12 @@ with workflow.unsafe.imports_passed_through():
         request_so_far,
         with_tools_offered,
     )
-    from turngate.workflows.execution_record import answered, call_failed, with_tool_calls
+    from turngate.workflows.execution_record import (
+        answered,
+        call_failed,
+        with_exchanges_count,
+        with_tool_calls,
+    )
     from turngate.workflows.fault_snapshots import decision_snapshots, execution_snapshots
     from turngate.workflows.prompt_guard import prompt_failure
     from turngate.workflows.redaction import apply_checked_safety, apply_output_safety, output_safety_rules
@@ -259,8 +264,7 @@ class TurnWorkflow:
             answer, payload = await self._execute(call, model, outcome, boundary)
         if answer is not None:
             payload = with_tool_calls(payload, answer.tool_calls, offered, envelope.payload.inputs)
-        if prompts is not None and system is not None and resolution is not None:
-            payload = payload.model_copy(update={"exchanges_count": exchange_count(resolution) + 1})
+        payload = with_exchanges_count(payload, resolution, prompts is not None and system is not None)
         snapshots = execution_snapshots(
             call, payload, external, debug=envelope.payload.inputs.get("debug_snapshot") is True
         )
