@@ -9,6 +9,7 @@ scenario (its provider delay and concurrency are set at start).
     python -m bench --quick                 # tiny sizes: checks the suite works, not speed
     python -m bench --only sequential,thread --env TURNGATE_PROVIDER_ACTIVITY=local
     python -m bench --only sequential --dbl  # plus the side-by-side with the DBL gateway (bench/dbl.py)
+    python -m bench --floor --only sequential,concurrent   # plus Temporal's floor (bench/floor.py)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import dbl, scenarios
+from bench import dbl, floor, floor_report, scenarios
 from bench.stack import RunningTurngate, start_turngate
 from bench.targets import evaluate, table
 
@@ -65,6 +66,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print the JSON results, not the table")
     parser.add_argument(
         "--dbl", action="store_true", help="also side by side with the DBL gateway (bench/dbl.py)"
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also bare Temporal workflows of each turn shape, turngate beside them (bench/floor.py)",
     )
     args = parser.parse_args(argv)
     chosen = args.only.split(",") if args.only else ALL
@@ -161,6 +167,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = scenarios.QUICK if args.quick else scenarios.Sizes()
     info = machine()
     results = await run_main_scenarios(args, sizes)
+    if args.floor:
+        results["floor"] = await floor.floor(sizes, progress)
     results.update(await run_slow_provider(args, sizes))
     if args.dbl:
         results["dbl_side_by_side"] = await dbl.side_by_side(sizes, args.echo_latency_ms)
@@ -189,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         print(table(report["targets"]))
         if args.dbl:
             print(dbl.render(report["results"]["dbl_side_by_side"]))
+        if args.floor:
+            print(floor_report.render(report["results"], floor.turngate_shape(args.env_overrides)))
     progress(f"results written to {out}")
     return 0
 

@@ -80,7 +80,7 @@ def rss_by_role(pid: int) -> dict[str, float]:
     return _by_role(pid, lambda p: _rss_mb(p) or 0.0)
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -90,7 +90,7 @@ def _cpu_s(pid: int) -> float:
 
 def cpu_by_role(pid: int) -> dict[str, float]:
     """CPU seconds used so far per role (see :func:`_by_role`)."""
-    return _by_role(pid, _cpu_s)
+    return _by_role(pid, cpu_seconds)
 
 
 class MemorySampler:

@@ -152,7 +152,8 @@ def add_chat_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--ref",
         action="append",
         default=[],
-        help="declared ref: a correlation/turn id or event digest; execution:ID for an answer; "
+        help="declared ref: a correlation/turn id (the turn: question and answer) or event digest; "
+        "execution:ID for an answer alone; "
         'or a JSON object, e.g. \'{"ref_type": "case_query", "case_id": "handbook", "query": "leave"}\'',
     )
     chat.add_argument("--model", help="requested model id")

@@ -95,6 +95,9 @@ class Settings(LogSettings):
     context_empty_refs_policy: str | None = Field(
         None, validation_alias=_alias("TURNGATE_CONTEXT_EMPTY_REFS_POLICY")
     )
+    context_empty_refs_first_turn: str | None = Field(
+        None, validation_alias=_alias("TURNGATE_CONTEXT_EMPTY_REFS_FIRST_TURN")
+    )
     context_allow_execution_refs: str | None = Field(
         None, validation_alias=_alias("TURNGATE_CONTEXT_ALLOW_EXECUTION_REFS")
     )
@@ -292,6 +295,7 @@ class Settings(LogSettings):
         """The context config file (or the packaged one) with the TURNGATE_CONTEXT_* overrides."""
         from turngate.core.context import (
             ENV_ALLOW_EXECUTION_REFS,
+            ENV_EMPTY_REFS_FIRST_TURN,
             ENV_EMPTY_REFS_POLICY,
             ENV_ENFORCE_SCOPE_BOUND,
             ENV_MAX_REFS,
@@ -301,6 +305,7 @@ class Settings(LogSettings):
         overrides = {
             ENV_MAX_REFS: self.context_max_refs,
             ENV_EMPTY_REFS_POLICY: self.context_empty_refs_policy,
+            ENV_EMPTY_REFS_FIRST_TURN: self.context_empty_refs_first_turn,
             ENV_ALLOW_EXECUTION_REFS: self.context_allow_execution_refs,
             ENV_ENFORCE_SCOPE_BOUND: self.context_enforce_scope_bound,
         }

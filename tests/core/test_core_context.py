@@ -401,3 +401,14 @@ def test_digest_is_stable_under_declared_ref_order(new_chain, order):
     again = build_context(other, chain.candidates_for(other), CFG)
     assert again.context_digest == base.context_digest
     assert again.resolution == base.resolution
+
+
+def test_the_packaged_config_names_the_first_turn_exemption_and_keeps_its_digest():
+    """The packaged file says ``empty_refs_first_turn: ALLOW`` out loud; the default is outside
+    the digest, so it is the digest of a file without it (every earlier DECISION's)."""
+    packaged = load_context_config(None, {})
+    assert packaged.context.empty_refs_first_turn == "ALLOW"
+    assert context_config_digest(packaged) == context_config_digest(ContextConfig())
+    assert "empty_refs_first_turn" not in packaged.effective()["context"]
+    strict = load_context_config(None, {"TURNGATE_CONTEXT_EMPTY_REFS_FIRST_TURN": "DENY"})
+    assert strict.effective()["context"]["empty_refs_first_turn"] == "DENY"

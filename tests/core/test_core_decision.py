@@ -264,3 +264,86 @@ def test_pinned_prompt_enters_the_context_digest_and_verifies(new_chain):
     tampered = json.loads(json.dumps(with_a.payload))
     tampered["context_spec"]["prompt"]["snapshot_digest"] = prompt_b["snapshot_digest"]
     assert "context_digest differs from the recomputation" in verify_decision(tampered, intent, [], CFG)
+
+
+# ---- context spec version 3 (event refs name whole turns) next to earlier DECISIONs
+
+
+def test_v3_decisions_and_earlier_ones_both_verify(new_chain):
+    """A DECISION recorded under version 1 (event ref = the INTENT only) still verifies after
+    version 3 exists, and a version 3 DECISION of the same INTENT pins the EXECUTION too."""
+    chain = new_chain()
+    i1, x1, current = example(chain, refs=[ev("c-T-1"), ev("1")])
+    policy = load_policy("turngate.policies.allow_all")
+    cands = chain.candidates_for(current)
+    v1 = json.loads(
+        json.dumps(decide(current, cands, CFG, policy, schema_version="turngate.ctxspec.1").payload)
+    )
+    v3 = json.loads(
+        json.dumps(decide(current, cands, CFG, policy, schema_version="turngate.ctxspec.3").payload)
+    )
+    assert [r["event_digest"] for r in v1["resolved_refs"]] == [i1.digest]
+    assert [(r["event_digest"], r["admitted_for"]) for r in v3["resolved_refs"]] == [
+        (i1.digest, "governance"),
+        (x1.digest, "execution_only"),
+    ]
+    assert v3["context_spec"]["assembly_rules"]["schema_version"] == "turngate.ctxspec.3"
+    assert "EXPAND_TURN_REFS" in v3["context_spec"]["retrieval"]["normalization"]["applied_rules"]
+    assert "external_refs" not in v3["context_spec"]  # declared none
+    assert v1["context_digest"] != v3["context_digest"]
+    assert v1["normative_input_digests"] == v3["normative_input_digests"] == [i1.digest]
+    for stored in (v1, v3):
+        assert verify_decision(stored, current, cands, CFG, policy) == []
+    # Relabelling a v1 DECISION as v3 (or the reverse) is caught.
+    relabelled = json.loads(json.dumps(v1))
+    relabelled["context_spec"]["assembly_rules"]["schema_version"] = "turngate.ctxspec.3"
+    assert "context_digest differs from the recomputation" in verify_decision(relabelled, current, cands, CFG)
+
+
+def test_empty_refs_first_turn_deny_is_pinned_and_verifies(new_chain):
+    chain = new_chain()
+    first = chain.intent("T", "1", "hello")
+    strict = load_context_config(None, {"TURNGATE_CONTEXT_EMPTY_REFS_FIRST_TURN": "deny"})
+    assert strict.context.empty_refs_first_turn == "DENY"
+    assert context_config_digest(strict) != context_config_digest(CFG)
+    # Leaving the option at its default keeps the digest every earlier DECISION pinned.
+    assert context_config_digest(
+        ContextConfig.model_validate({"context": {"empty_refs_first_turn": "ALLOW"}})
+    ) == (context_config_digest(CFG))
+    policy = load_policy("turngate.policies.allow_all")
+    denied = json.loads(json.dumps(decide(first, [], strict, policy).payload))
+    assert (denied["decision"], denied["reason_codes"]) == ("DENY", ["EMPTY_REFS_DENIED"])
+    assert verify_decision(denied, first, [], strict, policy) == []
+    allowed = json.loads(json.dumps(decide(first, [], CFG, policy).payload))
+    assert allowed["decision"] == "ALLOW"
+    assert verify_decision(allowed, first, [], CFG, policy) == []
+    with pytest.raises(ValueError, match="ALLOW or DENY"):
+        load_context_config(None, {"TURNGATE_CONTEXT_EMPTY_REFS_FIRST_TURN": "maybe"})
+
+
+def test_v3_keeps_the_external_refs_scope_of_a_turn_that_declares_them(new_chain):
+    """Version 3 has version 2's ``external_refs`` exactly when the turn declares external refs:
+    what they resolved to stays inside the digest and verifies."""
+    from turngate.core.context import with_external_resolution
+
+    chain = new_chain()
+    i1, x1, current = example(
+        chain, refs=[ev("1"), {"ref_type": "case_query", "case_id": "c1", "query": "q", "top_k": 2}]
+    )
+    policy = load_policy("turngate.policies.allow_all")
+    cands = chain.candidates_for(current)
+    outcome = decide(current, cands, CFG, policy, schema_version="turngate.ctxspec.3")
+    assert outcome.context_spec is not None and outcome.assembled_context is not None
+    assert outcome.context_spec["external_refs"]["resolved"] is None
+    assert [r.event_digest for r in outcome.resolution.resolved_refs] == [i1.digest, x1.digest]
+    resolved = [{"ref_type": "case_query", "case_id": "c1", "selected_chunk_ids": ["a"]}]
+    spec, digest = with_external_resolution(outcome.context_spec, outcome.assembled_context, resolved)
+    assert digest != outcome.context_digest
+    stored = json.loads(
+        json.dumps(
+            outcome.payload | {"context_spec": spec, "context_digest": digest, "external_context": resolved}
+        )
+    )
+    assert verify_decision(stored, current, cands, CFG, policy) == []
+    swapped = stored | {"external_context": [{**resolved[0], "selected_chunk_ids": ["b"]}]}
+    assert "context_digest differs from the recomputation" in verify_decision(swapped, current, cands, CFG)

@@ -158,3 +158,36 @@ def test_manifest_and_decision_record_the_retrieval(new_chain):
         items[0].item_id
     ]
     assert "scores" not in kept and "kept text" not in json.dumps(kept)
+
+
+def test_manifest_names_the_ranking_of_its_case_queries(new_chain):
+    """``reranker_model`` / ``reranker_version``: what ranked the turn's retrieval (null without
+    one), in the manifests of an allowed and of a denied turn."""
+    from turngate.core.manifest import build_denied_manifest
+
+    chain = new_chain()
+    current = chain.intent("T", "1", "q", refs=[CASE, CASE | {"query": "harbour"}, HANDLE])
+    outcome = decide(current, [], ContextConfig(), load_policy("turngate.policies.allow_all"))
+    ranked = {
+        "ref_type": "case_query",
+        "case_id": "c1",
+        "ranking_method": "hybrid-linear",
+        "ranking_version": "1",
+    }
+    handle = {"ref_type": "artifact.handle", "handle_id": "h-1", "reason_code": "workbench.disabled"}
+    external = ExternalContext(records=(ranked, ranked, handle))
+    assembly = assemble(None, outcome.resolution, "q", current=current)
+    allowed = build_manifest(
+        outcome, assembly, intent=current, run_id="r", step_id="decision", external=external
+    )
+    denied = build_denied_manifest(outcome, intent=current, run_id="r", step_id="decision", external=external)
+    for manifest in (allowed, denied):
+        assert (manifest.reranker_model, manifest.reranker_version) == ("hybrid-linear", "1")
+    two = ExternalContext(records=(ranked, ranked | {"ranking_method": "bm25", "ranking_version": "2"}))
+    manifest = build_manifest(outcome, assembly, intent=current, run_id="r", step_id="decision", external=two)
+    assert (manifest.reranker_model, manifest.reranker_version) == ("hybrid-linear,bm25", "1,2")
+    for none in (None, ExternalContext(records=(handle,))):
+        manifest = build_manifest(
+            outcome, assembly, intent=current, run_id="r", step_id="decision", external=none
+        )
+        assert (manifest.reranker_model, manifest.reranker_version) == (None, None)

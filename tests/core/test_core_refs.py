@@ -255,13 +255,14 @@ def ledgers(draw):
     picks = draw(st.lists(st.integers(0, 40), min_size=1, max_size=8))
     kinds = draw(st.lists(st.sampled_from(["event", "execution", "digest"]), min_size=8, max_size=8))
     seed = draw(st.integers(0, 1000))
-    return plan, picks, kinds, seed
+    turn_refs = draw(st.booleans())  # context spec version 3 (EXPAND_TURN_REFS) or earlier
+    return plan, picks, kinds, seed, turn_refs
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ledgers())
 def test_resolution_is_order_free_and_needs_only_the_candidates(new_chain, data):
-    plan, picks, kinds, seed = data
+    plan, picks, kinds, seed, turn_refs = data
     chain = new_chain()
     turns = []
     for n, (thread, decided, executed) in enumerate(plan):
@@ -284,7 +285,7 @@ def test_resolution_is_order_free_and_needs_only_the_candidates(new_chain, data)
     def outcome(candidates, declared):
         shuffled = intent.model_copy(update={"payload": {**intent.payload, "declared_refs": declared}})
         try:
-            return resolve_refs(shuffled, candidates, DEFAULT)
+            return resolve_refs(shuffled, candidates, DEFAULT, turn_refs=turn_refs)
         except RefResolutionError as exc:
             return exc.code
 
@@ -303,3 +304,124 @@ def test_resolution_is_order_free_and_needs_only_the_candidates(new_chain, data)
         assert all(r.event_kind == "INTENT" for r in expected.resolved_refs if r.admitted_for == "governance")
         assert len(expected.normative_input_digests) == len(expected.governance_events)
         assert {e.kind for e in expected.governance_events} <= {EventKind.INTENT}
+
+
+# ---- event refs name whole turns (context spec version 3: EXPAND_TURN_REFS)
+
+
+def test_chat_history_example_as_written_with_turn_and_correlation_ids(new_chain):
+    """A client that knows only the context system names INTENT-1 and EXECUTION-1 by the ids it
+    has (correlation or turn id, ``ref_type: event``): the answer is admitted beside the
+    question, execution_only, and the policy still sees only the INTENT."""
+    chain = new_chain()
+    i1, _, x1 = chain.turn("T", "1", "What is 2+2?", "2+2 equals 4")
+    for refs in ([ev("c-T-1"), ev("c-T-1")], [ev("c-T-1"), ev("1")], [ev("1")]):
+        i2 = chain.intent("T", "2", "Explain more", parent="1", refs=refs)
+        res = resolve_refs(i2, chain.candidates_for(i2), DEFAULT, turn_refs=True)
+        assert [(r.event_digest, r.event_kind, r.admitted_for) for r in res.resolved_refs] == [
+            (i1.digest, "INTENT", "governance"),
+            (x1.digest, "EXECUTION", "execution_only"),
+        ]
+        assert res.normative_input_digests == (i1.digest,)
+        assert [e.digest for e in res.execution_events] == [x1.digest]
+        assert res.applied_rules == (
+            "SCOPE_BOUND",
+            "EXPAND_TURN_REFS",
+            "DEDUPE_REFS",
+            "FILTER_INTENT_ONLY",
+            "SORT_CANONICAL",
+        )
+        # Without the rule (what DECISIONs recorded before it recompute under): the INTENT only.
+        old = resolve(chain, i2)
+        assert [r.event_digest for r in old.resolved_refs] == [i1.digest]
+        assert "EXPAND_TURN_REFS" not in old.applied_rules
+
+
+def test_turn_refs_expand_only_what_exists_and_is_allowed(new_chain):
+    chain = new_chain()
+    i1, _, _ = chain.turn("T", "1", "denied turn", output=None)  # no EXECUTION recorded
+    i2 = chain.intent("T", "2", "next", parent="1", refs=[ev("1")])
+    res = resolve_refs(i2, chain.candidates_for(i2), DEFAULT, turn_refs=True)
+    assert [r.event_digest for r in res.resolved_refs] == [i1.digest]
+
+    j1, _, y1 = chain.turn("U", "1", "q")
+    j2 = chain.intent("U", "2", "next", parent="1", refs=[ev("1")])
+    no_exec = ContextSettings(allow_execution_refs_for_prompt=False)
+    res = resolve_refs(j2, chain.candidates_for(j2), no_exec, turn_refs=True)
+    assert [r.event_digest for r in res.resolved_refs] == [j1.digest]
+    assert res.dropped_refs == ()  # the EXECUTION was never named: nothing to drop
+    # An EXECUTION named on purpose is still dropped, and recorded.
+    j3 = chain.intent("U", "3", "next", parent="2", refs=[ev("1", "execution")])
+    res = resolve_refs(j3, chain.candidates_for(j3), no_exec, turn_refs=True)
+    assert [d.event_digest for d in res.dropped_refs] == [y1.digest]
+
+    # A digest ref names exactly one event, never a turn.
+    k3 = chain.intent("U", "4", "next", parent="3", refs=[ev(j1.digest)])
+    res = resolve_refs(k3, chain.candidates_for(k3), DEFAULT, turn_refs=True)
+    assert [r.event_digest for r in res.resolved_refs] == [j1.digest]
+
+
+def test_turn_refs_never_reach_a_later_execution(new_chain):
+    """The referenced turn's EXECUTION recorded after the current INTENT is invisible, so a
+    replay that sees more of the ledger resolves the same way."""
+    chain = new_chain()
+    i1 = chain.intent("T", "1", "slow question")
+    chain.decision(i1)
+    i2 = chain.intent("T", "2", "meanwhile", parent="1", refs=[ev("1")])
+    chain.execution(i1, "late answer")
+    res = resolve_refs(i2, [e for e in chain.events if e.turn_id == "1"], DEFAULT, turn_refs=True)
+    assert [r.event_digest for r in res.resolved_refs] == [i1.digest]
+
+
+def test_event_and_execution_refs_to_one_turn_resolve_once(new_chain):
+    chain = new_chain()
+    i1, _, x1 = chain.turn("T", "1", "q")
+    i2 = chain.intent("T", "2", "next", parent="1", refs=[ev("1", "execution"), ev("1")])
+    res = resolve_refs(i2, chain.candidates_for(i2), DEFAULT, turn_refs=True)
+    assert [(r.ref_type, r.event_digest) for r in res.resolved_refs] == [
+        ("event", i1.digest),
+        ("event", x1.digest),  # the smallest (ref_type, ref_id) that reached it names it
+    ]
+
+
+# ---- empty refs under DENY: the first-turn exemption is an explicit option
+
+
+@pytest.mark.parametrize(
+    ("settings", "first_turn_denied"),
+    [
+        (ContextSettings(), False),  # the default: a thread's first turn is exempt
+        (ContextSettings(empty_refs_first_turn="ALLOW"), False),
+        (ContextSettings(empty_refs_first_turn="DENY"), True),  # the context system, strictly
+        (ContextSettings(empty_refs_policy="ALLOW_EMPTY", empty_refs_first_turn="DENY"), False),
+    ],
+)
+def test_empty_refs_first_turn_option(new_chain, settings, first_turn_denied):
+    chain = new_chain()
+    first = chain.intent("T", "1", "hello")
+    if first_turn_denied:
+        with pytest.raises(RefResolutionError) as err:
+            resolve(chain, first, settings)
+        assert err.value.code == EMPTY_REFS_DENIED
+        assert "empty_refs_first_turn" in err.value.detail
+    else:
+        assert resolve(chain, first, settings).resolved_refs == ()
+    follow_up = chain.intent("T", "2", "again", parent="1")
+    if settings.empty_refs_policy == "DENY":
+        with pytest.raises(RefResolutionError):
+            resolve(chain, follow_up, settings)
+    else:
+        assert resolve(chain, follow_up, settings).resolved_refs == ()
+
+
+def test_turn_refs_to_another_thread_stay_the_intent(new_chain):
+    """With ``enforce_scope_bound: false`` a ref may land in another thread; the ledger hands
+    over one event per id there, so such a ref is never expanded (same result from the
+    candidates as from the whole ledger)."""
+    chain = new_chain()
+    other, _, _ = chain.turn("U", "1", "elsewhere")
+    current = chain.intent("T", "1", "here", refs=[ev("c-U-1")])
+    loose = ContextSettings(enforce_scope_bound=False)
+    for candidates in (chain.candidates_for(current), chain.events):
+        res = resolve_refs(current, candidates, loose, turn_refs=True)
+        assert [r.event_digest for r in res.resolved_refs] == [other.digest]

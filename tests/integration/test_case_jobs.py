@@ -127,6 +127,10 @@ async def test_ingest_embed_index_then_a_turn_retrieves_the_right_chunk(tmp_path
     (external,) = manifest["external_refs"]
     assert len(external["candidates"] if "candidates" in external else external["candidate_chunk_ids"]) >= 2
     assert {e["excluded_reason"] for e in manifest["exclusion_log"]} >= {"over_top_k"}
+    # The manifest names what ranked the candidates (both steps).
+    execution_manifest = json.loads(store.get(body["execution"]["payload"]["manifest"]["artifact_id"]))
+    for step in (manifest, execution_manifest):
+        assert (step["reranker_model"], step["reranker_version"]) == ("hybrid-linear", "1")
     prompt = json.loads(
         store.get(body["execution"]["payload"]["fault_snapshots"]["prompt_snapshot"]["artifact_id"])
     )

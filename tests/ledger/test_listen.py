@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -196,3 +197,46 @@ async def test_polling_listener_reports_outages_as_a_change_once_it_can_read_aga
     assert not await listener.wait(0.02)
     with pytest.raises(ValueError, match="positive"):
         PollingChangeListener(marker, poll_interval_s=0)
+
+
+async def test_polling_listener_hops_to_a_thread_once_per_wait_not_per_poll() -> None:
+    reads: list[int] = []
+
+    def marker() -> int:
+        reads.append(1)
+        return 7  # never changes after the first read
+
+    loop = asyncio.get_running_loop()
+    hops: list[object] = []
+    run_in_executor = loop.run_in_executor
+
+    def counting(executor: Any, func: Any, *args: Any) -> Any:
+        hops.append(func)
+        return run_in_executor(executor, func, *args)
+
+    listener = PollingChangeListener(marker, poll_interval_s=0.002)
+    try:
+        assert await listener.wait(1)
+        loop.run_in_executor = counting  # type: ignore[method-assign]
+        try:
+            assert not await listener.wait(0.2)
+        finally:
+            del loop.run_in_executor  # type: ignore[method-assign]
+    finally:
+        await listener.aclose()
+    assert len(reads) > 5  # it polled all along ...
+    assert len(hops) == 1  # ... from one hop to its thread (and one wake of the loop when done)
+
+
+async def test_a_cancelled_polling_wait_loses_no_change() -> None:
+    values = [1]
+    listener = PollingChangeListener(lambda: values[0], poll_interval_s=0.001)
+    try:
+        assert await listener.wait(1)
+        values[0] = 2
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(listener.wait(5), 0)  # cancelled before it could report
+        assert await listener.wait(1)  # the change is still reported
+        assert not await listener.wait(0.01)
+    finally:
+        await listener.aclose()

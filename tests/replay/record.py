@@ -46,13 +46,20 @@ SCENARIOS: dict[str, dict[str, object]] = {
     "spend_request": {"models_file": Path(__file__).parent / "spend_models.json"},
     # Shape 2 (docs/WORKFLOW.md): an allowed turn's DECISION, provider call and EXECUTION in one
     # activity (turngate.call_and_record), regular and local, and its wall clock running out.
-    # Recorded by a worker on shape 2; recording them again now would give shape 3.
+    # Recorded by a worker on shape 2; recording them again now would give the current shape.
     "one_step": {},
     "one_step_local": {"provider_activity": "local", "workflow_sandbox": False},
     "one_step_timeout": {"llm_wall_clock_s": 1, "echo_delay_ms": 400},
     # Shape 3: shape 2 with the search attributes written before the step.
     "indexed_step": {},
     "indexed_step_local": {"provider_activity": "local", "workflow_sandbox": False},
+    # Shape 4: shape 3, every executed turn records exchanges_count without a patch marker.
+    "counted_step": {},
+    "counted_step_local": {"provider_activity": "local", "workflow_sandbox": False},
+    # Context spec version 3: the second turn's event ref names the whole earlier turn; both
+    # turns record exchanges_count without a prompt pack (the markers of both patches; recorded
+    # on shape 1).
+    "turn_refs": {},
 }
 #: Inputs of the second turn per scenario (default: none).
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {

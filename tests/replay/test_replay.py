@@ -13,7 +13,10 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from tests.replay.changed_turns import TimerFirstTurn, WallClockTurn
+from turngate.worker.sandbox import workflow_runner
 from turngate.workflows.turn import TurnWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -31,6 +34,9 @@ COMPATIBLE = [
     "one_step_timeout",
     "indexed_step",
     "indexed_step_local",
+    "counted_step",
+    "counted_step_local",
+    "turn_refs",
 ]
 
 
@@ -38,17 +44,27 @@ def _history(name: str) -> WorkflowHistory:
     return WorkflowHistory.from_json(name, (HISTORIES / f"{name}.json").read_text())
 
 
-def _replayer(sandboxed: bool = True) -> Replayer:
-    runner = {} if sandboxed else {"workflow_runner": UnsandboxedWorkflowRunner()}
-    return Replayer(workflows=[TurnWorkflow], data_converter=pydantic_data_converter, **runner)
+#: The strict sandbox (the SDK's default: each run re-imports the workflow module with the
+#: restrictions applied, so it catches non-deterministic calls in turngate's workflow code), the
+#: worker's runner (turngate passed through), and the plain runner (TURNGATE_WORKFLOW_SANDBOX=false).
+RUNNERS = {
+    "strict-sandbox": SandboxedWorkflowRunner,
+    "worker-sandbox": lambda: workflow_runner(True),
+    "no-sandbox": UnsandboxedWorkflowRunner,
+}
 
 
-# Both runners: a worker may run with TURNGATE_WORKFLOW_SANDBOX=false, and then these replays
-# (plus the sandboxed ones, which catch non-deterministic calls) are its determinism check.
-@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandbox", "no-sandbox"])
+def _replayer(runner: str = "strict-sandbox", workflow: type = TurnWorkflow) -> Replayer:
+    return Replayer(
+        workflows=[workflow], data_converter=pydantic_data_converter, workflow_runner=RUNNERS[runner]()
+    )
+
+
+# Every runner a worker may use, and the strict sandbox, which checks the calls the others do not.
+@pytest.mark.parametrize("runner", list(RUNNERS))
 @pytest.mark.parametrize("name", COMPATIBLE)
-async def test_recorded_history_replays(name: str, sandboxed: bool) -> None:
-    result = await _replayer(sandboxed).replay_workflow(_history(name), raise_on_replay_failure=False)
+async def test_recorded_history_replays(name: str, runner: str) -> None:
+    result = await _replayer(runner).replay_workflow(_history(name), raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
 
 
@@ -58,3 +74,20 @@ async def test_divergent_history_fails() -> None:
     )
     assert result.replay_failure is not None
     assert "nondetermin" in str(result.replay_failure).lower()
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+async def test_changed_command_sequence_fails_replay(runner: str) -> None:
+    result = await _replayer(runner, TimerFirstTurn).replay_workflow(
+        _history("allow_with_refs"), raise_on_replay_failure=False
+    )
+    assert result.replay_failure is not None
+    assert "nondetermin" in str(result.replay_failure).lower()
+
+
+async def test_wall_clock_read_in_workflow_code_fails_strict_replay() -> None:
+    result = await _replayer("strict-sandbox", WallClockTurn).replay_workflow(
+        _history("allow_with_refs"), raise_on_replay_failure=False
+    )
+    assert result.replay_failure is not None
+    assert "datetime.datetime.now" in str(result.replay_failure)

@@ -277,7 +277,8 @@ async def test_a_decision_whose_artifacts_fail_is_a_system_error_deny(env) -> No
 async def test_shape_one_records_each_step_apart(env) -> None:
     fakes, queue, cid = _setup()
     await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
-    assert fakes.steps == 0 and fakes.history_events == 15
+    # 15, and the exchanges-count-always patch's marker and change-version search attribute
+    assert fakes.steps == 0 and fakes.history_events == 17
 
 
 @pytest.mark.parametrize("shape", [2, 3])

@@ -91,9 +91,19 @@ async def tail(
     stream_id: str | None = None,
     lanes: str | None = None,
     last_event_id: Annotated[str | None, Header()] = None,
+    start: Annotated[int | None, Query(alias="from", ge=0, le=MAX_INDEX)] = None,
 ) -> EventSourceResponse | JSONResponse:
     """Live events of the caller's tenant as SSE (`id: <index>`, `event: envelope`). Resumes
-    after `Last-Event-ID`, else after `since`, else starts with the last `backlog` events."""
+    after `Last-Event-ID`, else starts at `from` (inclusive), else after `since` (exclusive, as
+    the published DBL gateway and `Last-Event-ID`), else with the last `backlog` events."""
+    if start is not None and since is not None:
+        return error_response(
+            422,
+            "request.invalid_parameter",
+            "give either `from` (first index sent) or `since` (last index already seen), not both",
+        )
+    if start is not None:
+        since = start - 1
     principal = request_principal(request)
     tenant = principal.tenant_id
     streams = stream_slots(request)

@@ -50,8 +50,9 @@ def intent_envelope(
     actor: str = "user",
     intent_type: str = "chat.message",
 ) -> dict[str, Any]:
-    """A ``chat.message`` envelope (interface_version 3). ``refs``: correlation ids (the INTENT
-    of that turn), ``execution:<id>`` (its EXECUTION), event digests, or ref objects."""
+    """A ``chat.message`` envelope (interface_version 3). ``refs``: correlation ids (that turn:
+    its INTENT and, once recorded, its EXECUTION), ``execution:<id>`` (its EXECUTION alone), event
+    digests (exactly that event), or ref objects."""
     cid = correlation_id or new_correlation_id()
     payload: dict[str, Any] = {
         "intent_type": intent_type,

@@ -53,11 +53,21 @@ from turngate.core.refs import (
 
 #: Version 2 adds ``external_refs``: the declared ``case_query`` / ``artifact.handle`` refs and
 #: what they resolved to are inside the digest scope (recorded by turns that declare such refs;
-#: the others keep version 1). DECISIONs are recomputed under the version their spec names.
+#: the others keep version 1). Version 3 resolves ``event`` refs by turn or correlation id to the
+#: whole turn (``EXPAND_TURN_REFS``: the INTENT and its EXECUTION) and has ``external_refs``
+#: exactly when the turn declares external refs; it is recorded by turns that declare ledger
+#: refs. DECISIONs are recomputed under the version their spec names. The workflow picks the
+#: version per turn (``workflows/context_scope.py``); the default here is what a caller that
+#: names none (and a DECISION without a spec: a ref error, which no version changes) gets.
 CONTEXT_SPEC_SCHEMA_V1 = "turngate.ctxspec.1"
 CONTEXT_SPEC_SCHEMA_V2 = "turngate.ctxspec.2"
+CONTEXT_SPEC_SCHEMA_V3 = "turngate.ctxspec.3"
 CONTEXT_SPEC_SCHEMA_VERSION = CONTEXT_SPEC_SCHEMA_V2
-CONTEXT_SPEC_SCHEMA_VERSIONS: tuple[str, ...] = (CONTEXT_SPEC_SCHEMA_V1, CONTEXT_SPEC_SCHEMA_V2)
+CONTEXT_SPEC_SCHEMA_VERSIONS: tuple[str, ...] = (
+    CONTEXT_SPEC_SCHEMA_V1,
+    CONTEXT_SPEC_SCHEMA_V2,
+    CONTEXT_SPEC_SCHEMA_V3,
+)
 DEFAULT_CONFIG_RESOURCE = ("turngate.config", "context.json")
 
 # Rules a config file may list, in the order turngate applies them.
@@ -72,10 +82,12 @@ ENV_MAX_REFS = "TURNGATE_CONTEXT_MAX_REFS"
 ENV_EMPTY_REFS_POLICY = "TURNGATE_CONTEXT_EMPTY_REFS_POLICY"
 ENV_ALLOW_EXECUTION_REFS = "TURNGATE_CONTEXT_ALLOW_EXECUTION_REFS"
 ENV_ENFORCE_SCOPE_BOUND = "TURNGATE_CONTEXT_ENFORCE_SCOPE_BOUND"
+ENV_EMPTY_REFS_FIRST_TURN = "TURNGATE_CONTEXT_EMPTY_REFS_FIRST_TURN"
 
 _ENV_NAMES = (
     ENV_MAX_REFS,
     ENV_EMPTY_REFS_POLICY,
+    ENV_EMPTY_REFS_FIRST_TURN,
     ENV_ALLOW_EXECUTION_REFS,
     ENV_ENFORCE_SCOPE_BOUND,
 )
@@ -96,6 +108,10 @@ class ContextSettings(BaseModel):
 
     max_refs: StrictInt = Field(50, ge=0, le=10_000)
     empty_refs_policy: Literal["DENY", "ALLOW_EMPTY"] = "DENY"
+    # Under DENY, a thread's first turn (no parent) may still declare no refs (``ALLOW``, as the
+    # published DBL gateway lets a first chat.message through); ``DENY`` exempts nothing, as the
+    # context system states. Only a non-default value enters the config digest.
+    empty_refs_first_turn: Literal["ALLOW", "DENY"] = "ALLOW"
     # Accepted and pinned for DBL compatibility; auto-expansion is a non-goal of the context system, so
     # nothing expands the thread. Documented in docs/CORE.md.
     expand_last_n: StrictInt = Field(10, ge=0)
@@ -158,8 +174,13 @@ class ContextConfig(BaseModel):
         return self
 
     def effective(self) -> dict[str, Any]:
-        """The canonical effective configuration: what :func:`context_config_digest` covers."""
-        return self.model_dump(mode="json")
+        """The canonical effective configuration: what :func:`context_config_digest` covers.
+        ``empty_refs_first_turn`` is in it only when set to ``DENY``, so configs that leave it
+        at its default keep the digest they had before the option existed."""
+        dumped = self.model_dump(mode="json")
+        if self.context.empty_refs_first_turn == "ALLOW":
+            del dumped["context"]["empty_refs_first_turn"]
+        return dumped
 
 
 #: id(cfg) -> (cfg, digest): the digest of each config object computed once. A ContextConfig is
@@ -231,6 +252,11 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         if raw.upper() not in ("DENY", "ALLOW_EMPTY"):
             raise ContextConfigError(f"{ENV_EMPTY_REFS_POLICY}={raw!r} must be DENY or ALLOW_EMPTY")
         overrides["empty_refs_policy"] = raw.upper()
+    raw = env.get(ENV_EMPTY_REFS_FIRST_TURN, "").strip()
+    if raw:
+        if raw.upper() not in ("ALLOW", "DENY"):
+            raise ContextConfigError(f"{ENV_EMPTY_REFS_FIRST_TURN}={raw!r} must be ALLOW or DENY")
+        overrides["empty_refs_first_turn"] = raw.upper()
     allow = _env_bool(env, ENV_ALLOW_EXECUTION_REFS)
     if allow is not None:
         overrides["allow_execution_refs_for_prompt"] = allow
@@ -244,6 +270,7 @@ def load_context_config(path: Path | None = None, env: Mapping[str, str] | None 
     """Load the context config from ``path`` (default: the packaged file) and apply ``env``.
 
     Environment overrides: ``TURNGATE_CONTEXT_MAX_REFS``, ``TURNGATE_CONTEXT_EMPTY_REFS_POLICY``,
+    ``TURNGATE_CONTEXT_EMPTY_REFS_FIRST_TURN``,
     ``TURNGATE_CONTEXT_ALLOW_EXECUTION_REFS``, ``TURNGATE_CONTEXT_ENFORCE_SCOPE_BOUND`` (the last
     also adds/removes ``SCOPE_BOUND`` from the effective rules). Raises :class:`ContextConfigError`.
     """
@@ -309,6 +336,26 @@ def declares_external_refs(intent: Event) -> bool:
     )
 
 
+def declares_ledger_refs(intent: Event) -> bool:
+    """True when the INTENT declares at least one ref to a ledger event: then its context spec
+    is version 3 (``EXPAND_TURN_REFS`` can change nothing for a turn without one)."""
+    raw = intent.payload.get("declared_refs")
+    return isinstance(raw, list) and any(
+        not (isinstance(ref, Mapping) and ref.get("ref_type") in EXTERNAL_REF_TYPES) for ref in raw
+    )
+
+
+def expands_turn_refs(schema_version: str) -> bool:
+    """Whether a context spec of ``schema_version`` resolves refs with ``EXPAND_TURN_REFS``."""
+    return schema_version == CONTEXT_SPEC_SCHEMA_V3
+
+
+def _has_external_scope(intent: Event, schema_version: str) -> bool:
+    if schema_version == CONTEXT_SPEC_SCHEMA_V3:
+        return declares_external_refs(intent)
+    return schema_version == CONTEXT_SPEC_SCHEMA_V2
+
+
 def spec_schema_version(spec: Mapping[str, Any] | None) -> str:
     """The schema version a stored context spec was built under (version 1 when unnamed)."""
     rules = spec.get("assembly_rules") if isinstance(spec, Mapping) else None
@@ -332,7 +379,7 @@ def with_external_resolution(
 ) -> tuple[dict[str, Any], str]:
     """A version 2 spec once its external refs are resolved (the activity runs after the
     policy), and the context digest over it. A version 1 spec is returned as it is."""
-    if spec_schema_version(spec) == CONTEXT_SPEC_SCHEMA_V1:
+    if "external_refs" not in spec:  # version 1, or version 3 without external refs
         return dict(spec), context_digest(spec, assembled)
     scope = dict(spec.get("external_refs") or {})
     scope["resolved"] = digest([dict(record) for record in resolved])
@@ -389,7 +436,7 @@ def build_context_spec(
         | ({"prompt": dict(prompt)} if prompt else {})
         | (
             {"external_refs": external_scope(external_refs_of(intent), external_resolved)}
-            if schema_version != CONTEXT_SPEC_SCHEMA_V1
+            if _has_external_scope(intent, schema_version)
             else {}
         )
     )
@@ -436,7 +483,9 @@ def build_context(
 ) -> ContextBuild:
     """Resolve refs, build the policy input, the spec and the digest: one code path for deciding
     and for replay/verify. Raises ``RefResolutionError`` or ``InvalidIntentError``."""
-    resolution, declared = resolve_declared_refs(intent, candidates, cfg.context)
+    resolution, declared = resolve_declared_refs(
+        intent, candidates, cfg.context, turn_refs=expands_turn_refs(schema_version)
+    )
     policy_input = build_policy_input(intent, resolution.governance_events)
     spec = build_context_spec(
         intent,

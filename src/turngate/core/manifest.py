@@ -152,8 +152,9 @@ def build_manifest(
     log (``no_prompt_content``).
 
     ``intent`` holds digest pointers (never the message text); ``retrieval_query`` is the
-    declared refs (turngate has no retrieval and no reranker); candidates are every resolved or
-    dropped ref, selected are the refs whose content is in the prompt.
+    declared refs (and the ``case_query`` refs' queries); ``reranker_model`` / ``_version`` name
+    the ranking of those queries; candidates are every resolved or dropped ref, then the
+    retrieval candidates; selected are the items whose content is in the prompt.
     """
     resolution = outcome.resolution
     candidates: list[str] = []
@@ -176,6 +177,7 @@ def build_manifest(
         retrieval_query=_retrieval_query(declared, external),
         candidate_chunk_ids=tuple(candidates),
         selected_chunk_ids=tuple(selected),
+        **_reranker(external),
         token_budget=assembly.budget_tokens,
         estimated_tokens=assembly.estimated_tokens,
         compiler_version=assembly.compiler_version,
@@ -229,6 +231,24 @@ def _external_candidates(external: ExternalContext | None) -> list[str]:
     return ids
 
 
+def _reranker(external: ExternalContext | None) -> dict[str, str | None]:
+    """``reranker_model`` / ``reranker_version``: the ranking method and version the turn's
+    ``case_query`` refs ranked their candidates with (``hybrid-linear`` / ``1``); several
+    distinct ones are listed in declaration order, comma-separated. None without retrieval."""
+    methods: dict[str, None] = {}
+    versions: dict[str, None] = {}
+    for record in external.records if external else ():
+        if record.get("ref_type") == "case_query" and record.get("ranking_method"):
+            methods.setdefault(str(record["ranking_method"]), None)
+            versions.setdefault(str(record.get("ranking_version") or ""), None)
+    if not methods:
+        return {"reranker_model": None, "reranker_version": None}
+    return {
+        "reranker_model": ",".join(methods),
+        "reranker_version": ",".join(v for v in versions if v) or None,
+    }
+
+
 def _retrieval_query(declared: Any, external: ExternalContext | None) -> dict[str, Any]:
     query: dict[str, Any] = {"mode": "declared_refs", "declared_refs": declared}
     cases = [r for r in (external.records if external else ()) if r.get("ref_type") == "case_query"]
@@ -264,6 +284,7 @@ def build_denied_manifest(
         candidate_chunk_ids=tuple(ref.event_digest for ref in refs) + tuple(_external_candidates(external)),
         external_refs=external.records if external else (),
         selected_chunk_ids=(),
+        **_reranker(external),
         token_budget=0,
         estimated_tokens=0,
         compiler_version=COMPILER_VERSION,

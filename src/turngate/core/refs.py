@@ -9,8 +9,10 @@ Lookup rules (documented in docs/CORE.md):
 
 * ``ref_id`` in digest form (``sha256:<hex>``), any ``ref_type``: exactly the event with that
   digest, whatever its kind.
-* ``ref_type == "event"`` (the default), ``ref_id`` = a correlation_id or turn_id: the INTENT of
-  that turn (the first event of a turn).
+* ``ref_type == "event"`` (the default), ``ref_id`` = a correlation_id or turn_id: the turn, i.e.
+  its INTENT and, under ``EXPAND_TURN_REFS``, also its EXECUTION (when recorded before the intent
+  and ``allow_execution_refs_for_prompt``). Without that rule (context specs recorded before it):
+  the INTENT only.
 * ``ref_type == "execution"``, ``ref_id`` = a correlation_id or turn_id: the EXECUTION of that
   turn.
 * Only events *before* the intent (``index < intent.index``) can be referenced.
@@ -18,6 +20,7 @@ Lookup rules (documented in docs/CORE.md):
 
 Normalization steps run in this fixed order and each one that runs is named in
 ``Resolution.applied_rules``: ``SCOPE_BOUND`` (only when ``enforce_scope_bound``),
+``EXPAND_TURN_REFS`` (only when the caller asks for it: context spec version 3),
 ``DEDUPE_REFS``, ``FILTER_INTENT_ONLY``, ``DROP_EXECUTION_REFS`` (only when
 ``allow_execution_refs_for_prompt`` is false) and ``SORT_CANONICAL``.
 """
@@ -53,6 +56,9 @@ REF_INVALID = "REF_INVALID"
 
 # Normalization rules, in the order they are applied.
 RULE_SCOPE_BOUND = "SCOPE_BOUND"
+# An ``event`` ref to a turn admits its EXECUTION beside its INTENT (the context system's chat
+# history example, written with turn or correlation ids only).
+RULE_EXPAND_TURN_REFS = "EXPAND_TURN_REFS"
 RULE_DEDUPE_REFS = "DEDUPE_REFS"
 RULE_FILTER_INTENT_ONLY = "FILTER_INTENT_ONLY"
 RULE_DROP_EXECUTION_REFS = "DROP_EXECUTION_REFS"
@@ -205,11 +211,14 @@ def declared_ref_sort_key(ref: DeclaredRef) -> tuple[str, str, str]:
     return (ref.ref_type, ref.ref_id, ref.version or "")
 
 
-def applied_rules_for(settings: ContextSettings) -> tuple[str, ...]:
-    """The normalization steps :func:`resolve_refs` runs under ``settings``, in order."""
+def applied_rules_for(settings: ContextSettings, *, turn_refs: bool = False) -> tuple[str, ...]:
+    """The normalization steps :func:`resolve_refs` runs under ``settings``, in order
+    (``turn_refs``: ``EXPAND_TURN_REFS`` runs)."""
     rules: list[str] = []
     if settings.enforce_scope_bound:
         rules.append(RULE_SCOPE_BOUND)
+    if turn_refs:
+        rules.append(RULE_EXPAND_TURN_REFS)
     rules += [RULE_DEDUPE_REFS, RULE_FILTER_INTENT_ONLY]
     if not settings.allow_execution_refs_for_prompt:
         rules.append(RULE_DROP_EXECUTION_REFS)
@@ -270,33 +279,68 @@ class _CandidateIndex:
                 return min(matches, key=_event_order)
         raise RefResolutionError(REF_NOT_FOUND, f"no earlier event is {what}", ref_id)
 
+    def execution_of(self, ref: DeclaredRef, asked: Event) -> Event | None:
+        """The EXECUTION of the turn whose INTENT ``ref`` resolved to (``asked``), if one was
+        recorded before the current intent. Only in the intent's own thread: the ledger hands
+        over just one event per id of another thread, so a turn there is never expanded."""
+        if asked.thread_id != self.thread_id:
+            return None
+        matches = [
+            event
+            for event in self.by_id.get(ref.ref_id, [])
+            if event.kind == EventKind.EXECUTION
+            and event.thread_id == asked.thread_id
+            and event.turn_id == asked.turn_id
+        ]
+        return min(matches, key=_event_order) if matches else None
 
-def resolve_refs(intent: Event, candidates: Sequence[Event], settings: ContextSettings) -> Resolution:
+
+def resolve_refs(
+    intent: Event, candidates: Sequence[Event], settings: ContextSettings, *, turn_refs: bool = False
+) -> Resolution:
     """Resolve ``intent``'s declared refs against ``candidates`` (the context system).
 
     Raises :class:`RefResolutionError` with ``REF_INVALID``, ``EMPTY_REFS_DENIED``,
     ``MAX_REFS_EXCEEDED``, ``REF_NOT_FOUND`` or ``CROSS_THREAD_REF``. Declared refs are checked in
-    canonical order, so the reported error does not depend on the client's order.
+    canonical order, so the reported error does not depend on the client's order. ``turn_refs``:
+    run ``EXPAND_TURN_REFS`` (context spec version 3; earlier versions resolve without it).
     """
-    return resolve_declared_refs(intent, candidates, settings)[0]
+    return resolve_declared_refs(intent, candidates, settings, turn_refs=turn_refs)[0]
+
+
+def _empty_refs_denied(intent: Event, settings: ContextSettings) -> RefResolutionError | None:
+    """``EMPTY_REFS_DENIED`` under ``empty_refs_policy: DENY``, unless the turn is a thread's
+    first (no parent) and ``empty_refs_first_turn`` is ``ALLOW`` (the default)."""
+    if settings.empty_refs_policy != "DENY":
+        return None
+    if intent.parent_turn_id is not None:
+        return RefResolutionError(
+            EMPTY_REFS_DENIED,
+            "declared_refs is empty, but this turn continues the thread (parent_turn_id "
+            "is set) and empty_refs_policy is DENY",
+        )
+    if settings.empty_refs_first_turn == "DENY":
+        return RefResolutionError(
+            EMPTY_REFS_DENIED,
+            "declared_refs is empty and empty_refs_policy is DENY (empty_refs_first_turn is "
+            "DENY: a thread's first turn is not exempt)",
+        )
+    return None
 
 
 def resolve_declared_refs(
-    intent: Event, candidates: Sequence[Event], settings: ContextSettings
+    intent: Event, candidates: Sequence[Event], settings: ContextSettings, *, turn_refs: bool = False
 ) -> tuple[Resolution, list[DeclaredRef]]:
     """:func:`resolve_refs`, and the declared ledger refs it parsed, in canonical order (every
     entry, duplicates kept): what the context spec pins, so they are parsed once."""
     if intent.kind != EventKind.INTENT:
         raise ValueError(f"resolve_refs needs an INTENT event, got {intent.kind}")
     raw_refs = declared_refs_of(intent)
-    applied = applied_rules_for(settings)
+    applied = applied_rules_for(settings, turn_refs=turn_refs)
     if not raw_refs:
-        if settings.empty_refs_policy == "DENY" and intent.parent_turn_id is not None:
-            raise RefResolutionError(
-                EMPTY_REFS_DENIED,
-                "declared_refs is empty, but this turn continues the thread (parent_turn_id "
-                "is set) and empty_refs_policy is DENY",
-            )
+        denied = _empty_refs_denied(intent, settings)
+        if denied is not None:
+            raise denied
         return Resolution(applied_rules=applied), []
     if len(raw_refs) > settings.max_refs:
         raise RefResolutionError(
@@ -309,9 +353,16 @@ def resolve_declared_refs(
     # DEDUPE_REFS: one entry per event; the smallest (ref_type, ref_id) names it, so the
     # result does not depend on the client's order.
     chosen: dict[str, tuple[DeclaredRef, Event]] = {}
+    expand = turn_refs and settings.allow_execution_refs_for_prompt
     for ref in declared:
         event = index.lookup(ref, settings)
         chosen.setdefault(event.digest, (ref, event))
+        if expand and ref.ref_type == REF_TYPE_EVENT and event.kind == EventKind.INTENT:
+            # EXPAND_TURN_REFS: a ref by turn or correlation id names the whole turn; its
+            # answer is admitted beside the question (execution_only, never governance).
+            answer = None if is_digest(ref.ref_id) else index.execution_of(ref, event)
+            if answer is not None:
+                chosen.setdefault(answer.digest, (ref, answer))
 
     resolved: list[ResolvedRef] = []
     dropped: list[DroppedRef] = []

@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+from temporalio.worker import Worker
 
 from turngate.activities.external_refs import ExternalRefActivities
 from turngate.activities.ledger import LedgerActivities
@@ -45,6 +44,7 @@ from turngate.telemetry.genai_metrics import configure_genai_metrics, flush_gena
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary, store_boundary_configs
 from turngate.worker.health import WorkerHealth, serve_worker_endpoints
+from turngate.worker.sandbox import workflow_runner
 from turngate.workflows.turn import TurnWorkflow
 
 log = logging.getLogger(__name__)
@@ -161,15 +161,6 @@ async def running_worker(
         flush_tracing()
         flush_genai_metrics()
         log.info("worker stopped")
-
-
-def workflow_runner(sandboxed: bool) -> WorkflowRunner:
-    """The sandbox re-imports the workflow module for every run (~12 ms of CPU per turn here);
-    without it, determinism rests on the replay tests of recorded histories (tests/replay)."""
-    if sandboxed:
-        return SandboxedWorkflowRunner()
-    log.warning("workflow sandbox OFF (TURNGATE_WORKFLOW_SANDBOX=false): determinism rests on replay tests")
-    return UnsandboxedWorkflowRunner()
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:

@@ -12,19 +12,24 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.context import (
         CONTEXT_SPEC_SCHEMA_V1,
         CONTEXT_SPEC_SCHEMA_V2,
+        CONTEXT_SPEC_SCHEMA_V3,
         declares_external_refs,
+        declares_ledger_refs,
         with_external_resolution,
     )
     from turngate.core.decision import DecisionOutcome
     from turngate.core.events import Event
     from turngate.core.external import ExternalContext
-    from turngate.workflows.patches import CONTEXT_SPEC_V2
+    from turngate.workflows.patches import CONTEXT_SPEC_V2, CONTEXT_SPEC_V3
 
 
 def spec_version(intent: Event) -> str:
-    """Context spec v2 (external refs inside the digest) for a turn that declares external refs;
-    histories recorded before it replay with v1, the version their DECISIONs recorded. A turn
-    without external refs keeps v1 (and no patch marker)."""
+    """Context spec v3 for a turn that declares ledger refs (its ``event`` refs name whole
+    turns); else v2 (external refs inside the digest) for a turn that declares external refs;
+    else v1. Histories recorded before a version replay with the one their DECISIONs recorded;
+    a turn that declares no refs keeps v1 (and no patch marker)."""
+    if declares_ledger_refs(intent) and workflow.patched(CONTEXT_SPEC_V3):
+        return CONTEXT_SPEC_SCHEMA_V3
     if declares_external_refs(intent) and workflow.patched(CONTEXT_SPEC_V2):
         return CONTEXT_SPEC_SCHEMA_V2
     return CONTEXT_SPEC_SCHEMA_V1

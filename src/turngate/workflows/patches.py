@@ -16,6 +16,12 @@ from dataclasses import dataclass
 
 #: The context spec's schema version 2: declared external refs inside the digest scope.
 CONTEXT_SPEC_V2 = "context-spec-v2"
+#: The context spec's schema version 3: an ``event`` ref to a turn admits its EXECUTION beside
+#: its INTENT.
+CONTEXT_SPEC_V3 = "context-spec-v3-turn-refs"
+#: Every executed turn records ``exchanges_count`` (before it, only turns with a system prompt
+#: from a prompt pack did).
+EXCHANGES_COUNT_ALWAYS = "exchanges-count-always"
 #: The offered tool definitions count against the token budget.
 TOOLS_IN_TOKEN_BUDGET = "tools-in-token-budget"
 #: Tool calls and tool results are sent as tool messages (a tool loop).
@@ -43,6 +49,19 @@ REGISTER: tuple[Patch, ...] = (
         "context spec v1 for turns with external refs (refs resolved outside the digest)",
         "deprecate once no v1 turn with external refs can replay; the recorded history "
         "allow_with_refs keeps v1 replayable until then",
+    ),
+    Patch(
+        CONTEXT_SPEC_V3,
+        "2026-11-27",
+        "context spec v2 or v1 for turns with ledger refs (an event ref names one event)",
+        "deprecate after one history retention period from 2026-11-27 (turn_refs history)",
+    ),
+    Patch(
+        EXCHANGES_COUNT_ALWAYS,
+        "2026-11-27",
+        "exchanges_count only for turns with a prompt pack's system prompt",
+        "deprecate after one history retention period from 2026-11-27 (turn_refs history); "
+        "turns of shape 4 record it without asking",
     ),
     Patch(
         TOOLS_IN_TOKEN_BUDGET,
@@ -82,5 +101,8 @@ TURN_SHAPE_ONE_STEP = 2
 #: Shape 3: shape 2 with the turn's search attributes (TurngateDecision, TurngatePolicyId) written
 #: before the step, not after it: /status counts the running ALLOW turns as the LLM queue.
 TURN_SHAPE_INDEXED_STEP = 3
+#: Shape 4: shape 3, and every executed turn records ``exchanges_count`` without asking the
+#: ``exchanges-count-always`` patch (no marker, no search-attribute write per turn).
+TURN_SHAPE_COUNTED_STEP = 4
 #: The shape a worker starts new turns in (worker/boundary.py).
-CURRENT_TURN_SHAPE = TURN_SHAPE_INDEXED_STEP
+CURRENT_TURN_SHAPE = TURN_SHAPE_COUNTED_STEP

@@ -129,12 +129,16 @@ class TurnWorkflow:
                 ARTIFACT_STEP_TIMEOUT,
             )
         except (ActivityError, TimeoutError) as exc:
-            return await self._end_failed_step(decision, envelope, exc)
+            return await self._end_failed_step(decision, envelope, begin, exc)
         result = self._decided(decision.intent, done.decision)
         return result if done.execution is None else self._with_execution(result, done.execution)
 
     async def _end_failed_step(
-        self, decision: TurnDecision, envelope: IntentEnvelope, exc: ActivityError | TimeoutError
+        self,
+        decision: TurnDecision,
+        envelope: IntentEnvelope,
+        begin: BeginTurnResult,
+        exc: ActivityError | TimeoutError,
     ) -> TurnResult:
         recorded = (await self._begin(envelope)).recorded  # what the step recorded before it failed
         if "EXECUTION" in recorded:
@@ -148,7 +152,9 @@ class TurnWorkflow:
             result, executing = await self._record_decision(decision)
         if executing is None:
             return result
-        return await self._record_execution(executing, failed_execution(executing, envelope, exc), result)
+        return await self._record_execution(
+            executing, failed_execution(executing, envelope, begin.boundary, exc), result
+        )
 
     def _decision_append(self, decision: TurnDecision) -> AppendInput:
         return AppendInput(

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.provider_errors import NON_RETRYABLE_PROVIDER_ERRORS
     from turngate.core.tools import exchange_count
     from turngate.workflows.execution_record import TurnExecution, answered, call_failed, executed
+    from turngate.workflows.patches import EXCHANGES_COUNT_ALWAYS, TURN_SHAPE_COUNTED_STEP
     from turngate.workflows.redaction import output_safety_rules
     from turngate.workflows.shared import (
         AppendInput,
@@ -47,10 +48,15 @@ PROVIDER_ATTEMPTS = 3
 PROVIDER_RETRY_INTERVAL = timedelta(milliseconds=500)
 
 
-def execution_context(decision: TurnDecision, envelope: IntentEnvelope) -> ExecutionContext:
-    """How the EXECUTION of this decision's provider call is made."""
+def execution_context(
+    decision: TurnDecision, envelope: IntentEnvelope, *, count_every_turn: bool
+) -> ExecutionContext:
+    """How the EXECUTION of this decision's provider call is made. ``count_every_turn``: the
+    EXECUTION records ``exchanges_count`` without a prompt pack too (a turn with one always
+    does)."""
     resolution = decision.outcome.resolution
     pack = decision.prompts is not None
+    counted = resolution is not None and (pack or count_every_turn)
     return ExecutionContext(
         model=decision.model,
         context_digest=decision.outcome.record.context_digest,
@@ -58,7 +64,7 @@ def execution_context(decision: TurnDecision, envelope: IntentEnvelope) -> Execu
         inputs=envelope.payload.inputs,
         prompt_pack=pack,
         output_safety=output_safety_rules(decision.prompts) if pack else None,
-        exchanges_count=exchange_count(resolution) + 1 if pack and resolution is not None else None,
+        exchanges_count=exchange_count(resolution) + 1 if counted and resolution is not None else None,
         external=decision.external,
     )
 
@@ -67,25 +73,27 @@ async def execute_turn(decision: TurnDecision, envelope: IntentEnvelope, boundar
     """Call the provider for an allowed turn and make its EXECUTION (shape 1)."""
     call = decision.call
     assert call is not None  # only a turn that proceeds is executed
-    context = execution_context(decision, envelope)
+    digest = decision.outcome.record.context_digest
 
     async def attempt(c: ProviderCallInput, model: ModelResolution, attempts: int) -> Attempt:
-        return await _attempt(c, model, context.context_digest, boundary, attempts)
+        return await _attempt(c, model, digest, boundary, attempts)
 
     if decision.plan is not None:
         answer, payload = await execute_plan(decision.plan, call, decision.model, attempt)
     else:
         answer, payload = await attempt(call, decision.model, PROVIDER_ATTEMPTS)
-    return executed(context, call, answer, payload)
+    # Asked after the call, where turns recorded since the patch asked it.
+    every_turn = decision.prompts is None and workflow.patched(EXCHANGES_COUNT_ALWAYS)
+    return executed(execution_context(decision, envelope, count_every_turn=every_turn), call, answer, payload)
 
 
 def failed_execution(
-    decision: TurnDecision, envelope: IntentEnvelope, exc: ActivityError | TimeoutError
+    decision: TurnDecision, envelope: IntentEnvelope, boundary: Boundary, exc: ActivityError | TimeoutError
 ) -> TurnExecution:
-    """The EXECUTION of a turn whose provider step failed as a whole."""
+    """The EXECUTION of a turn whose provider step (shape 2 and later) failed as a whole."""
     call = decision.call
     assert call is not None
-    context = execution_context(decision, envelope)
+    context = execution_context(decision, envelope, count_every_turn=_counts_every_turn(boundary))
     return executed(context, call, None, call_failed(decision.model, context.context_digest, exc))
 
 
@@ -102,6 +110,10 @@ async def _attempt(
     except (ActivityError, TimeoutError) as exc:
         return None, call_failed(model, context_digest, exc)
     return answer, answered(model, context_digest, answer)
+
+
+def _counts_every_turn(boundary: Boundary) -> bool:
+    return boundary.turn_shape >= TURN_SHAPE_COUNTED_STEP
 
 
 def _retry(attempts: int, *extra: str) -> RetryPolicy:
@@ -155,7 +167,7 @@ async def call_and_record_activity(
     inp = CallAndRecordInput(
         decision=record,
         call=call,
-        execution=execution_context(decision, envelope),
+        execution=execution_context(decision, envelope, count_every_turn=_counts_every_turn(boundary)),
         manifest=manifest,
         attempts=PROVIDER_ATTEMPTS,
         wall_clock_s=boundary.llm_wall_clock_s,
