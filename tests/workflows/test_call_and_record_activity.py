@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -20,6 +21,7 @@ from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
 from turngate.activities.turn_step import TurnStepActivities
 from turngate.artifacts import LocalArtifactStore
+from turngate.artifacts.store import ArtifactUnavailableError
 from turngate.core.context import ContextConfig
 from turngate.core.decision import decide
 from turngate.core.events import EventDraft, EventKind, parse_intent
@@ -166,3 +168,20 @@ async def test_the_wall_clock_ends_a_slow_call_as_llm_timeout(store, tmp_path) -
     assert done.execution is not None
     assert done.execution.payload["error"]["code"] == "llm.timeout"
     assert _kinds(store, "c-slow") == ["INTENT", "DECISION", "EXECUTION"]
+
+
+class _BrokenStore(LocalArtifactStore):
+    def put(self, *args: object, **kwargs: object) -> Any:
+        raise ArtifactUnavailableError("the disk is gone", retryable=False)
+
+
+async def test_a_decision_whose_artifacts_fail_is_a_system_error_deny_at_once(store, tmp_path) -> None:
+    provider = CountingProvider()
+    ledger = LedgerActivities(store, _BrokenStore(tmp_path / "broken"), _boundary("llm"))
+    steps = TurnStepActivities(store, ledger, ProviderActivities({"fake": provider}))
+    done = await _env().run(steps.call_and_record, _input(store, "c-broken"))
+    assert done.execution is None and provider.calls == 0
+    assert done.decision.payload["decision"] == "DENY"
+    assert done.decision.payload["reason_codes"] == ["SYSTEM_ERROR"]
+    assert done.decision.payload["error"]["missing_pointers"] == ["manifest"]
+    assert _kinds(store, "c-broken") == ["INTENT", "DECISION"]

@@ -80,7 +80,21 @@ class TurnStepActivities:
         recorded = await self._blocking(self._recorded, inp.decision.draft.correlation_id)
         if "EXECUTION" in recorded:  # a retry after the EXECUTION was recorded: never call twice
             return CallAndRecordResult(decision=recorded["DECISION"], execution=recorded["EXECUTION"])
-        decision = await self._append(inp.decision)
+        try:
+            decision = await self._append(inp.decision)
+        except ApplicationError as exc:
+            if exc.type != "artifact.unavailable":
+                raise
+            # As the workflow's own DECISION step: recorded without its artifacts, a SYSTEM_ERROR
+            # DENY, at once (the artifact deadline has passed already).
+            draft = inp.decision.draft
+            denied = draft.payload | {
+                "decision": "DENY",
+                "reason_codes": [SYSTEM_ERROR],
+                "error": _system_error(exc),
+            }
+            denial = await self._append(AppendInput(draft=draft.model_copy(update={"payload": denied})))
+            return CallAndRecordResult(decision=denial)
         if decision.adopted:
             step = adoption.next_step(decision.payload, inp.decision.draft.payload, executable=True)
             if step == "stop":
@@ -160,14 +174,18 @@ def _timed_out(inp: CallAndRecordInput) -> ExecutionPayload:
     return call_failed(inp.execution.model, inp.execution.context_digest, cause)
 
 
-def _failed(draft: EventDraft, payload: ExecutionPayload, exc: ApplicationError) -> EventDraft:
+def _system_error(exc: ApplicationError) -> dict[str, Any]:
+    """The ``error`` of a step whose artifacts could not be stored (as the workflow records it)."""
     details = exc.details[0] if exc.details and isinstance(exc.details[0], dict) else {}
-    error = {
+    return {
         "code": SYSTEM_ERROR,
         "detail": exc.message,
         "missing_pointers": details.get("missing_pointers", []),
     }
-    return draft.model_copy(update={"payload": payload.failed(error).as_payload()})
+
+
+def _failed(draft: EventDraft, payload: ExecutionPayload, exc: ApplicationError) -> EventDraft:
+    return draft.model_copy(update={"payload": payload.failed(_system_error(exc)).as_payload()})
 
 
 async def _heartbeat_forever() -> None:
