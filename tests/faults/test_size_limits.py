@@ -22,7 +22,7 @@ from turngate.core.events import EventDraft, EventKind, parse_intent
 from turngate.core.limits import EVENT_PAYLOAD_LIMIT_BYTES, TEXT_INLINE_LIMIT_BYTES, payload_size
 from turngate.ledger import LedgerStore
 from turngate.temporal_client import connect
-from turngate.workflows.shared import ProviderCallInput
+from turngate.workflows.shared import CallAndRecordInput
 
 LIMIT = EVENT_PAYLOAD_LIMIT_BYTES
 
@@ -120,14 +120,16 @@ async def test_a_1_mib_turn_with_a_100k_token_context_keeps_history_and_ledger_u
     payloads = [p for event in events for p in history_payloads(event)]
     assert max(p.ByteSize() for p in payloads) <= LIMIT
     assert any(offloaded(p) for p in payloads)  # the turn's ledger reads carry 20 earlier events
+    # An allowed turn's provider step is call_and_record (docs/WORKFLOW.md): its input holds the call.
     scheduled = next(
         e.activity_task_scheduled_event_attributes
         for e in events
-        if e.activity_task_scheduled_event_attributes.activity_type.name == "turngate.call_provider"
+        if e.activity_task_scheduled_event_attributes.activity_type.name == "turngate.call_and_record"
     )
-    [call] = await client.data_converter.decode(scheduled.input.payloads, [ProviderCallInput])
+    [step] = await client.data_converter.decode(scheduled.input.payloads, [CallAndRecordInput])
+    call = step.call
     assert len(call.message_artifacts) == 10  # the earlier messages travel as previews + pointers
-    assert all(len(call.messages[i]["content"]) == 4096 for i in call.message_artifacts)
+    assert all(len(call.messages[i].content) == 4096 for i in call.message_artifacts)
 
     code, report = run_verify(settings)
     assert code == 0 and report["ok"] is True, report["failures"]
