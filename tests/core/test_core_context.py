@@ -23,7 +23,8 @@ from turngate.core.context import (
 )
 from turngate.core.events import Event, EventDraft, seal
 
-DBL_ANCHOR = Path("/work/shared/anchors/dbl-gateway-1.0.1-config/context.json")
+#: The published gateway's configuration, kept beside the checkout (not part of the repository).
+DBL_ANCHOR = Path(__file__).resolve().parents[3] / "shared/anchors/dbl-gateway-1.0.1-config/context.json"
 CFG = load_context_config(None, {})
 
 
