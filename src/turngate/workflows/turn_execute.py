@@ -11,8 +11,9 @@ errors) or, with ``provider_activity=local``, a local activity.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -38,6 +39,9 @@ with workflow.unsafe.imports_passed_through():
     from turngate.workflows.spend import Attempt, execute_plan
     from turngate.workflows.turn_activities import call_and_record, call_provider
     from turngate.workflows.turn_decide import TurnDecision
+
+StepInput = TypeVar("StepInput")
+StepResult = TypeVar("StepResult")
 
 __all__ = ["TurnExecution", "call_and_record_activity", "execute_turn", "execution_context"]
 
@@ -132,23 +136,7 @@ async def call_provider_activity(
     retries either way; a local call has no heartbeats (its worker's liveness is the workflow
     task's)."""
     wall_clock = timedelta(seconds=boundary.llm_wall_clock_s)
-    if boundary.provider_activity == "local":
-        return await workflow.execute_local_activity(
-            call_provider,
-            call,
-            start_to_close_timeout=wall_clock,
-            schedule_to_close_timeout=wall_clock,
-            retry_policy=_retry(attempts),
-        )
-    return await workflow.execute_activity(
-        call_provider,
-        call,
-        task_queue=boundary.llm_task_queue,
-        start_to_close_timeout=wall_clock,
-        schedule_to_close_timeout=wall_clock,
-        heartbeat_timeout=PROVIDER_HEARTBEAT_TIMEOUT,
-        retry_policy=_retry(attempts),
-    )
+    return await _provider_step(call_provider, call, boundary, wall_clock, _retry(attempts))
 
 
 async def call_and_record_activity(
@@ -174,16 +162,29 @@ async def call_and_record_activity(
     )
     limit = timedelta(seconds=boundary.llm_wall_clock_s) + 2 * step_timeout
     retry = _retry(PROVIDER_ATTEMPTS, "ledger.conflict")
+    return await _provider_step(call_and_record, inp, boundary, limit, retry)
+
+
+async def _provider_step(
+    activity: Callable[[StepInput], Awaitable[StepResult]],
+    inp: StepInput,
+    boundary: Boundary,
+    limit: timedelta,
+    retry: RetryPolicy,
+) -> StepResult:
+    """A step that calls the provider: a regular activity on the llm queue (heartbeats), or
+    (``provider_activity=local``) a local activity on this worker, which keeps the turn to one
+    workflow task. Same limit and retries either way."""
     if boundary.provider_activity == "local":
         return await workflow.execute_local_activity(
-            call_and_record,
+            activity,
             inp,
             start_to_close_timeout=limit,
             schedule_to_close_timeout=limit,
             retry_policy=retry,
         )
     return await workflow.execute_activity(
-        call_and_record,
+        activity,
         inp,
         task_queue=boundary.llm_task_queue,
         start_to_close_timeout=limit,
