@@ -76,6 +76,22 @@ def refs_to(*turns: str) -> list[dict[str, str]]:
     return out
 
 
+async def _click_until_shown(button, shown, attempts: int = 3) -> None:
+    """Click ``button`` until ``shown`` appears. The hash route renders its page asynchronously,
+    so a click can land on a button the render then replaces (the click is lost, nothing
+    answers); a later click reaches the page as rendered."""
+    from playwright.async_api import expect
+
+    for attempt in range(attempts):
+        await button.click()
+        try:
+            await expect(shown).to_be_visible(timeout=15_000)
+            return
+        except AssertionError:
+            if attempt == attempts - 1:
+                raise
+
+
 async def test_observer_ui_walkthrough(tmp_path, temporal_server, browser, artifacts_dir, axe_script):
     from playwright.async_api import expect
 
@@ -206,8 +222,10 @@ async def test_observer_ui_walkthrough(tmp_path, temporal_server, browser, artif
 
             # Proof: verify this thread, pass/fail per check.
             await page.goto(f"{base}/ui/#/thread/t-audit/proof")
-            await page.get_by_role("button", name="Verify this thread").click()
-            await expect(page.locator("#verify-verdict")).to_contain_text("Verified", timeout=20_000)
+            await _click_until_shown(
+                page.get_by_role("button", name="Verify this thread"), page.locator("#verify-verdict")
+            )
+            await expect(page.locator("#verify-verdict")).to_contain_text("Verified")
             checks = page.locator("ul.checks > li")
             await expect(checks).to_have_count(5)
             await expect(checks.filter(has_text="PASS")).to_have_count(5)
