@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from tests.security.conftest import bearer, make_key
 from tests.security.live import live_stack
+from tests.security.test_no_5xx_shapes import tool_loop
 from turngate.core.json_depth import MAX_JSON_DEPTH, json_depth
 from turngate.ledger import LedgerStore
 from turngate.settings import Settings
@@ -331,18 +332,6 @@ moments = st.builds(
 SHAPES = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
-def _tool_loop(arguments: str) -> dict[str, Any]:
-    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": arguments}}
-    return {
-        "model": "echo-1",
-        "messages": [
-            {"role": "user", "content": "look it up"},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "found"},
-        ],
-    }
-
-
 def test_fuzz_json_inside_strings_and_moments_finds_no_5xx(secure_settings: Settings) -> None:
     # Shapes the schema cannot describe: JSON text inside a JSON string (tool-call arguments,
     # which the body's depth check never sees) and what-if moments naive or aware, near the ends
@@ -356,7 +345,7 @@ def test_fuzz_json_inside_strings_and_moments_finds_no_5xx(secure_settings: Sett
         @given(drawn=tool_call_arguments())
         def post_arguments(drawn: tuple[str, int, bool]) -> None:
             arguments, levels, lone = drawn
-            body = _tool_loop(arguments)
+            body = tool_loop(arguments)
             response = _patiently(lambda: http.post("/v1/chat/completions", json=body, headers=bearer(key)))
             _no_5xx(response, f"{levels} levels, lone surrogate {lone}: {arguments[:80]}")
             if levels > MAX_JSON_DEPTH:

@@ -22,7 +22,7 @@ def _nested(levels: int) -> str:
     return '{"a":' * levels + "1" + "}" * levels
 
 
-def _tool_loop(arguments: str) -> dict[str, Any]:
+def tool_loop(arguments: str) -> dict[str, Any]:
     """A tool loop continued: the assistant's call (with ``arguments``) and its result."""
     call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": arguments}}
     return {
@@ -61,9 +61,7 @@ async def test_tool_call_arguments_are_bounded(
 ) -> None:
     key = make_key(settings, "acme", "intent.write,snapshot.read")
     async with running_stack(settings) as stack:
-        answer = await stack.http.post(
-            "/v1/chat/completions", json=_tool_loop(arguments), headers=bearer(key)
-        )
+        answer = await stack.http.post("/v1/chat/completions", json=tool_loop(arguments), headers=bearer(key))
     assert answer.status_code == status, answer.text[:400]
     error = answer.json()["error"]
     assert error["code"] == code
@@ -78,7 +76,7 @@ async def test_tool_call_arguments_at_the_depth_limit_run(settings: Settings) ->
     async with running_stack(settings) as stack:
         for arguments in (_nested(MAX_JSON_DEPTH), '{"a": "\\ud83d\\ude00"}'):
             answer = await stack.http.post(
-                "/v1/chat/completions", json=_tool_loop(arguments), headers=bearer(key)
+                "/v1/chat/completions", json=tool_loop(arguments), headers=bearer(key)
             )
             assert answer.status_code == 200, answer.text[:400]
 
