@@ -219,6 +219,14 @@ class Settings(LogSettings):
     # dev: a request without credentials from a loopback address is an unscoped admin (used by
     # `turngate dev` unless TURNGATE_AUTH is set; never the default).
     auth_mode: Literal["keys", "dev"] = Field("keys", validation_alias=_alias("TURNGATE_AUTH"))
+    # Keyless read-only mode (docs/SECURITY.md), off unless asked: GET /snapshot, /tail, /status
+    # and /capabilities answer requests without credentials (observer clients of the published
+    # DBL gateway send none), as TURNGATE_KEYLESS_READ_TENANT's data (unset: every tenant's).
+    # Logged as a warning at start-up and shown in /status.
+    keyless_read: bool = Field(False, validation_alias=_alias("TURNGATE_KEYLESS_READ"))
+    keyless_read_tenant: str | None = Field(
+        None, min_length=1, validation_alias=_alias("TURNGATE_KEYLESS_READ_TENANT")
+    )
     # An API key found active is trusted for this many seconds without a lookup: a revoked key
     # is refused within this bound (0: looked up on every request, revocation immediate).
     auth_key_cache_s: float = Field(5.0, ge=0, le=300, validation_alias=_alias("TURNGATE_AUTH_KEY_CACHE_S"))

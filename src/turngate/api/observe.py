@@ -27,7 +27,7 @@ from turngate.ledger import LedgerUnavailableError
 from turngate.schemas import CAPABILITIES_SCHEMA_VERSION, STATUS_SCHEMA_VERSION
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLE_ADMIN, ROLES, Principal
-from turngate.security.routes import PUBLIC, ROUTE_ROLES
+from turngate.security.routes import KEYLESS_READ_ROUTES, PUBLIC, ROUTE_ROLES
 from turngate.security.streams import stream_slots, too_many_streams
 from turngate.spend.status import budget_status
 from turngate.telemetry import default_metrics
@@ -195,6 +195,8 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
             "scheme": "bearer",
             "roles": sorted(ROLES),
             "public": sorted(p for p, role in ROUTE_ROLES.items() if role == PUBLIC),
+            # Opt-in keyless read-only mode: these GET routes need no key while it is on.
+            "keyless_read": sorted(KEYLESS_READ_ROUTES) if settings.keyless_read else [],
         },
         "config_digests": {"context_config_digest": boundary.context_config_digest},
         "surfaces": [
@@ -267,6 +269,7 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         "version": __version__,
         "temporal": {"reachable": temporal_ok} | _infrastructure(request, state, principal),
         "ledger": {"length": length, "head_digest": head},
+        "auth": _auth_status(state),
         # Budgets in effect with their spend: all tenants for an operator, else the caller's own.
         "budgets": (await asyncio.to_thread(budget_status, state.store, tenant))["budgets"],
         "job_runtime": {
@@ -290,6 +293,18 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
             },
         },
     }
+
+
+def _auth_status(state: ApiState) -> dict[str, Any]:
+    """How callers get in; the keyless read-only mode is said out loud while it is on."""
+    settings = state.settings
+    answer: dict[str, Any] = {"mode": settings.auth_mode, "keyless_read": settings.keyless_read}
+    if settings.keyless_read:
+        answer["warning"] = (
+            "keyless read-only mode is on: /snapshot, /tail, /status and /capabilities answer "
+            "requests without a key"
+        )
+    return answer
 
 
 def _infrastructure(request: Request, state: ApiState, principal: Principal) -> dict[str, Any]:
