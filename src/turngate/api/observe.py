@@ -7,13 +7,14 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
 from turngate import __version__
+from turngate.api.capabilities_gateway import gateway_v1_capabilities
 from turngate.api.error_responses import error_response
 from turngate.api.ledger_outage import RETRY_AFTER_S, LedgerOutage
 from turngate.api.openapi import Capabilities, Health, SnapshotPage, Status, VerifyReport, sse
@@ -144,9 +145,17 @@ def _limits_scope(request: Request) -> str:
 
 
 @router.get("/capabilities", response_model=None, responses={200: {"model": Capabilities}})
-def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
-    """What this gateway offers: providers, models, intent types, limits and config digests."""
+def capabilities(
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    format: Annotated[Literal["turngate", "gateway.v1"], Query()] = "turngate",
+) -> dict[str, Any]:
+    """What this gateway offers: providers, models, intent types, limits and config digests
+    (`turngate.capabilities.1`); `format=gateway.v1`: the same in the published DBL gateway's
+    `gateway.capabilities.v1` shape."""
     boundary, settings = state.boundary, state.settings
+    if format == "gateway.v1":
+        return gateway_v1_capabilities(boundary, settings)
     return {
         "schema_version": CAPABILITIES_SCHEMA_VERSION,
         "gateway": "turngate",
