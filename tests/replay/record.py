@@ -60,6 +60,10 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # turns record exchanges_count without a prompt pack (the markers of both patches; recorded
     # on shape 1).
     "turn_refs": {},
+    # The second turn also declares a Workbench handle (fetch off: a recorded refusal), so the
+    # turn schedules resolve_external_refs; recorded with its options of 60 s x 3 attempts, before
+    # its schedule-to-close bound and heartbeat timeout.
+    "external_refs": {},
 }
 #: Inputs of the second turn per scenario (default: none).
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
@@ -67,6 +71,10 @@ SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
     "spend_request": {
         "client_context": {"messages": [{"role": "system", "content": "Be brief.", "source": "system"}]}
     },
+}
+#: Refs the second turn declares besides its event refs, per scenario.
+SECOND_TURN_EXTRA_REFS: dict[str, list[dict[str, object]]] = {
+    "external_refs": [{"ref_type": "artifact.handle", "ref_id": "h-1", "kind": "note"}],
 }
 #: Intent fields a scenario's turns send.
 CHAT: dict[str, dict[str, object]] = {
@@ -92,7 +100,8 @@ async def record(names: list[str]) -> None:
                     correlation_id="c-2",
                     thread_id="t",
                     parent_turn_id="c-1",
-                    declared_refs=[{"ref_id": "c-1"}, {"ref_type": "execution", "ref_id": "c-1"}],
+                    declared_refs=[{"ref_id": "c-1"}, {"ref_type": "execution", "ref_id": "c-1"}]
+                    + SECOND_TURN_EXTRA_REFS.get(name, []),
                     inputs=SECOND_TURN_INPUTS.get(name, {}),
                     **extra,
                 )
