@@ -100,8 +100,11 @@ async def record(names: list[str]) -> None:
                     correlation_id="c-2",
                     thread_id="t",
                     parent_turn_id="c-1",
-                    declared_refs=[{"ref_id": "c-1"}, {"ref_type": "execution", "ref_id": "c-1"}]
-                    + SECOND_TURN_EXTRA_REFS.get(name, []),
+                    declared_refs=[
+                        {"ref_id": "c-1"},
+                        {"ref_type": "execution", "ref_id": "c-1"},
+                        *SECOND_TURN_EXTRA_REFS.get(name, []),
+                    ],
                     inputs=SECOND_TURN_INPUTS.get(name, {}),
                     **extra,
                 )
