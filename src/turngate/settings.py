@@ -104,6 +104,7 @@ class Settings(LogSettings):
     context_enforce_scope_bound: str | None = Field(
         None, validation_alias=_alias("TURNGATE_CONTEXT_ENFORCE_SCOPE_BOUND")
     )
+    context_prompt_shape: str | None = Field(None, validation_alias=_alias("TURNGATE_CONTEXT_PROMPT_SHAPE"))
 
     # Prompt packs: a directory with default/, tasks/ and profiles.json; none -> no system prompt
     prompts_dir: Path | None = Field(None, validation_alias=_alias("TURNGATE_PROMPTS_DIR"))
@@ -307,6 +308,7 @@ class Settings(LogSettings):
             ENV_EMPTY_REFS_POLICY,
             ENV_ENFORCE_SCOPE_BOUND,
             ENV_MAX_REFS,
+            ENV_PROMPT_SHAPE,
             load_context_config,
         )
 
@@ -316,6 +318,7 @@ class Settings(LogSettings):
             ENV_EMPTY_REFS_FIRST_TURN: self.context_empty_refs_first_turn,
             ENV_ALLOW_EXECUTION_REFS: self.context_allow_execution_refs,
             ENV_ENFORCE_SCOPE_BOUND: self.context_enforce_scope_bound,
+            ENV_PROMPT_SHAPE: self.context_prompt_shape,
         }
         return load_context_config(
             self.context_config_path, {k: v for k, v in overrides.items() if v is not None}

@@ -274,6 +274,8 @@ def _assembly(
         tool_definitions=[spec.definition() for spec in counted],
         tool_results=client.tool_results if client is not None else (),
         tool_messages=uses_tool_messages(resolution, client) and workflow.patched(TOOL_LOOP_MESSAGES),
+        # Configuration, recorded in the DECISION's context spec when not the default.
+        shape=boundary.context_config.context.prompt_shape,
     )
 
 
