@@ -33,8 +33,9 @@ async def provider_call(name: str) -> str:
 
 @workflow.defn
 class ThreeLocalOneRegular:
-    """Today's turn: INTENT and DECISION appends (local), the provider call (a regular
-    activity on its own task queue), the EXECUTION append (local): two workflow tasks."""
+    """The turn's shape 1 (a turn with a spend plan): INTENT and DECISION appends (local), the
+    provider call (a regular activity on its own task queue), the EXECUTION append (local): two
+    workflow tasks."""
 
     @workflow.run
     async def run(self, llm_queue: str) -> str:
@@ -67,9 +68,9 @@ class OneLocal:
 
 @workflow.defn
 class OneLocalOneRegular:
-    """turngate's allowed turn today (shape 4): the begin step (local), the turn's search
-    attributes, then one regular activity on its own task queue for DECISION, call and
-    EXECUTION: two workflow tasks, 13 events."""
+    """An allowed turn in the default configuration (shape 4): the begin step (local), the
+    turn's search attributes, then one regular activity on its own task queue for DECISION,
+    call and EXECUTION: two workflow tasks, 13 events."""
 
     @workflow.run
     async def run(self, llm_queue: str) -> str:
