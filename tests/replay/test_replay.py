@@ -37,6 +37,8 @@ COMPATIBLE = [
     "counted_step",
     "counted_step_local",
     "turn_refs",
+    "snapshot_step",
+    "snapshot_step_local",
 ]
 
 
