@@ -64,6 +64,16 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # turn schedules resolve_external_refs; recorded with its options of 60 s x 3 attempts, before
     # its schedule-to-close bound and heartbeat timeout.
     "external_refs": {},
+    # Shape 5: the second turn's provider call runs out of its wall clock, so its EXECUTION
+    # carries fault snapshots, stored by their own step (turngate.store_fault_snapshots) before
+    # the workflow appends it; regular and local provider step.
+    "snapshot_step": {"llm_wall_clock_s": 1, "echo_delay_ms": 1500},
+    "snapshot_step_local": {
+        "provider_activity": "local",
+        "workflow_sandbox": False,
+        "llm_wall_clock_s": 1,
+        "echo_delay_ms": 1500,
+    },
 }
 #: Inputs of the second turn per scenario (default: none).
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {

@@ -38,6 +38,8 @@ COMPATIBLE = [
     "counted_step_local",
     "turn_refs",
     "external_refs",
+    "snapshot_step",
+    "snapshot_step_local",
 ]
 
 

@@ -107,6 +107,14 @@ class TurnStepActivities:
         payload, answer = await self._call(inp)
         made = executed(inp.execution, inp.call, answer, payload)
         draft = EventDraft.following(inp.decision.draft, EventKind.EXECUTION, made.payload.as_payload())
+        if inp.defer_fault_snapshots and made.snapshots and answer is None:
+            # The call failed: nothing was answered that a retry could repeat, so the EXECUTION
+            # and its snapshots go to the workflow's snapshot step (shape 5). An answered call
+            # with snapshots is recorded here: a retry of this step must find its EXECUTION.
+            deferred = AppendInput(
+                draft=draft, manifest=inp.manifest, snapshots=made.snapshots, stored_snapshots=made.stored
+            )
+            return CallAndRecordResult(decision=decision, deferred=deferred)
         try:
             execution = await self._append(
                 AppendInput(

@@ -196,6 +196,13 @@ class ExecutionPayload(_Payload):
         merged = dict(error) | ({"cause": self.error} if self.error else {})
         return self.model_copy(update={"error": merged})
 
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> ExecutionPayload:
+        """The inverse of :meth:`as_payload`."""
+        fields = dict(payload)
+        obs = fields.pop(OBS_KEY, None)
+        return cls.model_validate(fields | ({"obs": obs} if obs is not None else {}))
+
     def as_payload(self) -> dict[str, Any]:
         payload = self._dump(exclude={"phase_transition", "next_phase", "obs"})
         if self.phase_transition is not None:
