@@ -15,6 +15,7 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from turngate.artifacts.deadline import DEFAULT_ARTIFACT_DEADLINE_S, MAX_ARTIFACT_DEADLINE_S
+from turngate.core.sampling import MAX_SAMPLE_N
 
 if TYPE_CHECKING:  # imported when used: the CLI and the worker supervisor load settings quickly
     from turngate.core.context import ContextConfig
@@ -64,6 +65,10 @@ class Settings(LogSettings):
         gt=0,
         le=MAX_ARTIFACT_DEADLINE_S,
         validation_alias=_alias("TURNGATE_ARTIFACT_DEADLINE_S"),
+    )
+    # One successful turn in N also stores debug snapshots (core/sampling.py); 0: none.
+    snapshot_sample_n: int = Field(
+        0, ge=0, le=MAX_SAMPLE_N, validation_alias=_alias("TURNGATE_SNAPSHOT_SAMPLE_N")
     )
     # Token side channel for live streaming: sqlite (default, <data_dir>/stream.sqlite3) or redis://...
     token_bus_url: str | None = Field(None, validation_alias=_alias("TURNGATE_TOKEN_BUS_URL"))

@@ -74,9 +74,26 @@ SCENARIOS: dict[str, dict[str, object]] = {
         "llm_wall_clock_s": 1,
         "echo_delay_ms": 1500,
     },
+    # Shape 6: the second turn's client context repeats one tool call four times, so the loop
+    # guard denies it (a fault: the snapshot step stores the request).
+    "loop_guard": {},
 }
 #: Inputs of the second turn per scenario (default: none).
+_LOOP = [
+    message
+    for i in range(4)
+    for message in (
+        {
+            "role": "assistant",
+            "content": "",
+            "source": "unmatched_history",
+            "tool_calls": [{"id": f"call_{i}", "name": "weather", "arguments": {"city": "Vilnius"}}],
+        },
+        {"role": "tool", "content": "no data", "source": "unmatched_history", "tool_call_id": f"call_{i}"},
+    )
+]
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
+    "loop_guard": {"client_context": {"messages": _LOOP}},
     "tool_loop": {"client_context": {"tool_results": [{"tool_call_id": "call_1", "content": "4"}]}},
     "spend_request": {
         "client_context": {"messages": [{"role": "system", "content": "Be brief.", "source": "system"}]}

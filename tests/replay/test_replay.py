@@ -40,6 +40,7 @@ COMPATIBLE = [
     "external_refs",
     "snapshot_step",
     "snapshot_step_local",
+    "loop_guard",
 ]
 
 

@@ -78,7 +78,9 @@ async def test_publishes_each_delta_and_returns_the_full_text() -> None:
     assert not beats, "a call that answers before the first heartbeat is due sends none"
 
 
-async def test_a_call_longer_than_the_first_heartbeat_delay_heartbeats(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_call_longer_than_the_first_heartbeat_delay_heartbeats(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(heartbeat, "FIRST_HEARTBEAT_S", 0.05)
     monkeypatch.setattr(heartbeat, "HEARTBEAT_EVERY_S", 0.05)
     activities = ProviderActivities({"fake": FakeProvider(word_s=0.06)}, MemoryTokenBus())

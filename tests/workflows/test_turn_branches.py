@@ -114,6 +114,7 @@ class FakeTurnActivities:
     snapshot_store_down: bool = False  # store_fault_snapshots fails every attempt
     snapshot_attempts: int = 0
     appended_inputs: list[AppendInput] = field(default_factory=list)
+    step_inputs: list[CallAndRecordInput] = field(default_factory=list)
 
     def _append(self, draft: EventDraft) -> Event:
         for event in self.events:
@@ -171,6 +172,7 @@ class FakeTurnActivities:
     @activity.defn(name=CALL_AND_RECORD)
     async def call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
         self.steps += 1
+        self.step_inputs.append(inp)
         decision = self._append(inp.decision.draft)
         self._lose_after("DECISION")
         try:
@@ -405,3 +407,47 @@ async def test_a_failed_call_hands_its_execution_to_the_snapshot_step(env) -> No
     types = fakes.history_types
     # one more marker than shape 4 (the snapshot step), on the workflow task after the call
     assert types.count(EventType.EVENT_TYPE_MARKER_RECORDED) == 3
+
+
+def _looping_context(times: int) -> dict[str, Any]:
+    """A client context whose history made the same tool call ``times`` times (a stateless
+    client's tool loop)."""
+    messages: list[dict[str, Any]] = []
+    for i in range(times):
+        call = {"id": f"call_{i}", "name": "weather", "arguments": {"city": "Vilnius"}}
+        messages.append(
+            {"role": "assistant", "content": "", "source": "unmatched_history", "tool_calls": [call]}
+        )
+        messages.append(
+            {"role": "tool", "content": "no data", "source": "unmatched_history", "tool_call_id": f"call_{i}"}
+        )
+    return {"client_context": {"messages": messages}}
+
+
+@pytest.mark.parametrize(("shape", "times", "denied"), [(6, 3, False), (6, 4, True), (5, 4, False)])
+async def test_the_loop_guard_stops_a_repeated_tool_call(env, shape, times, denied) -> None:
+    fakes, queue, cid = _setup(shape=shape)
+    body = envelope("weather?", correlation_id=cid, inputs=_looping_context(times))
+    result = await _run(env, fakes, body, queue)
+    if not denied:  # at the threshold, or a turn recorded before the guard: it runs
+        assert result.decision == "ALLOW" and len(fakes.calls) == 1
+        return
+    assert (result.decision, result.reason_codes) == ("DENY", ["loop_guard.repeated_tool_call"])
+    assert fakes.calls == [] and fakes.steps == 0
+    error = fakes.recorded(cid, "DECISION").payload["error"]
+    assert (error["tool"], error["repeats"], error["max_repeats"]) == ("weather", 4, 3)
+    # a fault: the whole request it stopped is snapshotted (by the snapshot step, shape 5 on)
+    assert set(fakes.appended_inputs[-1].stored_snapshots) == {"prompt_snapshot"}
+
+
+@pytest.mark.parametrize("one_in", [0, 1])
+async def test_the_execution_manifest_says_whether_the_turn_was_sampled(env, one_in) -> None:
+    fakes, queue, cid = _setup(shape=6)
+    fakes.boundary = fakes.boundary.model_copy(update={"snapshot_sample_n": one_in})
+    await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    (step,) = fakes.step_inputs
+    assert step.execution.snapshot_sample_n == one_in
+    if one_in:
+        assert step.manifest["snapshot_sampling"] == {"one_in": 1, "sampled": True}
+    else:  # sampling off: the manifest is as it always was
+        assert "snapshot_sampling" not in step.manifest

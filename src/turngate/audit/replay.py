@@ -53,6 +53,7 @@ SYSTEM_ERROR = "SYSTEM_ERROR"
 #: Reason-code families with which the workflow denies after the policy allowed: a system prompt
 #: that could not be built, or declared external refs that could not be resolved as declared.
 WORKFLOW_DENY_PREFIXES = (
+    "loop_guard.",
     "prompt.",
     "prompts.",
     "case_query.",

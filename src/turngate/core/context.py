@@ -39,6 +39,7 @@ from pydantic import (
 
 from turngate.core.canonical import digest
 from turngate.core.events import EXTERNAL_REF_TYPES, DeclaredRef, Event, ExternalRef
+from turngate.core.loop_guard import DEFAULT_MAX_REPEATS
 from turngate.core.policy import GovernanceItem, IntentView, PolicyInput, build_policy_input
 from turngate.core.refs import (
     RULE_FILTER_INTENT_ONLY,
@@ -85,6 +86,7 @@ ENV_ALLOW_EXECUTION_REFS = "TURNGATE_CONTEXT_ALLOW_EXECUTION_REFS"
 ENV_ENFORCE_SCOPE_BOUND = "TURNGATE_CONTEXT_ENFORCE_SCOPE_BOUND"
 ENV_EMPTY_REFS_FIRST_TURN = "TURNGATE_CONTEXT_EMPTY_REFS_FIRST_TURN"
 ENV_PROMPT_SHAPE = "TURNGATE_CONTEXT_PROMPT_SHAPE"
+ENV_LOOP_GUARD_MAX_REPEATS = "TURNGATE_CONTEXT_LOOP_GUARD_MAX_REPEATS"
 
 _ENV_NAMES = (
     ENV_MAX_REFS,
@@ -93,6 +95,7 @@ _ENV_NAMES = (
     ENV_ALLOW_EXECUTION_REFS,
     ENV_ENFORCE_SCOPE_BOUND,
     ENV_PROMPT_SHAPE,
+    ENV_LOOP_GUARD_MAX_REPEATS,
 )
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -126,6 +129,9 @@ class ContextSettings(BaseModel):
     # the context system's "Use in Execution" states. Only a non-default value enters the config
     # digest and the context spec (assembly_rules.prompt_shape).
     prompt_shape: PromptShape = CHAT_HISTORY
+    # The loop guard (core/loop_guard.py): a tool call repeated more often than this in the
+    # request denies the turn; 0 turns it off. Only a non-default value enters the config digest.
+    loop_guard_max_repeats: StrictInt = Field(DEFAULT_MAX_REPEATS, ge=0, le=1000)
 
 
 class NormalizationConfig(BaseModel):
@@ -183,14 +189,16 @@ class ContextConfig(BaseModel):
 
     def effective(self) -> dict[str, Any]:
         """The canonical effective configuration: what :func:`context_config_digest` covers.
-        ``empty_refs_first_turn`` is in it only when set to ``DENY`` and ``prompt_shape`` only
-        when ``system_context``, so configs that leave them at their defaults keep the digest
-        they had before the options existed."""
+        ``empty_refs_first_turn`` is in it only when set to ``DENY``, ``prompt_shape`` only
+        when ``system_context`` and ``loop_guard_max_repeats`` only when not 3, so configs that
+        leave them at their defaults keep the digest they had before the options existed."""
         dumped = self.model_dump(mode="json")
         if self.context.empty_refs_first_turn == "ALLOW":
             del dumped["context"]["empty_refs_first_turn"]
         if self.context.prompt_shape == CHAT_HISTORY:
             del dumped["context"]["prompt_shape"]
+        if self.context.loop_guard_max_repeats == DEFAULT_MAX_REPEATS:
+            del dumped["context"]["loop_guard_max_repeats"]
         return dumped
 
 
@@ -273,6 +281,12 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         if raw.lower() not in (CHAT_HISTORY, SYSTEM_CONTEXT):
             raise ContextConfigError(f"{ENV_PROMPT_SHAPE}={raw!r} must be {CHAT_HISTORY} or {SYSTEM_CONTEXT}")
         overrides["prompt_shape"] = raw.lower()
+    raw = env.get(ENV_LOOP_GUARD_MAX_REPEATS, "").strip()
+    if raw:
+        try:
+            overrides["loop_guard_max_repeats"] = int(raw, 10)
+        except ValueError as exc:
+            raise ContextConfigError(f"{ENV_LOOP_GUARD_MAX_REPEATS}={raw!r} is not an integer") from exc
     allow = _env_bool(env, ENV_ALLOW_EXECUTION_REFS)
     if allow is not None:
         overrides["allow_execution_refs_for_prompt"] = allow

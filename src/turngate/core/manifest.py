@@ -10,7 +10,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    field_validator,
+    model_serializer,
+)
 
 from turngate.core.canonical import digest
 from turngate.core.client_context import recorded_client_context
@@ -110,6 +118,16 @@ class ContextManifest(_Frozen):
     # One record per case_query / artifact.handle ref: pinned index version, query, candidates
     # with scores, ranking method and version, exclusions; or the handle's digest or refusal.
     external_refs: tuple[dict[str, Any], ...] = ()
+    # The 1-in-N sampling of successful turns (core/sampling.py), on an EXECUTION's manifest:
+    # {"one_in": N, "sampled": bool}. Absent while sampling is off (earlier manifests' bytes).
+    snapshot_sampling: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_sampling_when_off(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("snapshot_sampling") is None:
+            dumped.pop("snapshot_sampling", None)
+        return dumped
 
 
 def _intent_pointers(outcome: DecisionOutcome, intent: Event) -> dict[str, Any]:

@@ -39,6 +39,7 @@ def load_boundary(settings: Settings) -> Boundary:
         shadow_policies=settings.shadow_policies,
         models=models,
         turn_shape=CURRENT_TURN_SHAPE,
+        snapshot_sample_n=settings.snapshot_sample_n,
     )
 
 

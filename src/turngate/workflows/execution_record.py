@@ -14,6 +14,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 from turngate.core.model_resolution import ModelResolution
 from turngate.core.payloads import ExecutionPayload
 from turngate.core.safety import SafetyRules
+from turngate.core.sampling import sampled
 from turngate.core.tools import ToolSpec, admit_tool_calls, first_transition, next_phase_for
 from turngate.workflows.fault_snapshots import execution_snapshots
 from turngate.workflows.redaction import apply_checked_safety, apply_output_safety
@@ -43,7 +44,8 @@ def executed(
     if context.exchanges_count is not None:
         payload = payload.model_copy(update={"exchanges_count": context.exchanges_count})
     debug = context.inputs.get("debug_snapshot") is True
-    snapshots = execution_snapshots(call, payload, context.external, debug=debug)
+    sample = sampled(call.correlation_id, context.snapshot_sample_n)
+    snapshots = execution_snapshots(call, payload, context.external, debug=debug, sampled=sample)
     stored: dict[str, dict[str, Any]] = {}
     if context.prompt_pack:
         rules = context.output_safety if context.output_safety is not None else SafetyRules()

@@ -4,7 +4,8 @@ them (context observability's fault triggers, as far as a turn has them).
 A fault is a provider error or timeout, a Workbench fetch that failed (error, timeout, no
 connection), a pointer that could not be resolved (a missing prompt snapshot or message
 artifact), a failed external-ref resolution, a DENY because the policy or the prompt builder
-raised (``policy.evaluation_error``, ``prompt.builder_error``), or an explicit
+raised (``policy.evaluation_error``, ``prompt.builder_error``) or the loop guard stopped a tool
+loop (``loop_guard.repeated_tool_call``), or an explicit
 ``inputs.debug_snapshot``. On a fault the step stores:
 
 - ``prompt_snapshot``: the exact provider request (model, every message with the offloaded
@@ -24,14 +25,15 @@ from typing import Any
 
 from turngate.core.canonical import canonical_bytes
 from turngate.core.external import ExternalContext
+from turngate.core.loop_guard import LOOP_GUARD
 from turngate.core.payloads import DecisionPayload, ExecutionPayload
 from turngate.workflows.shared import ProviderCallInput
 
 #: Workbench refusals that are failures of the fetch itself (not refusals by configuration).
 FETCH_FAULT_CODES = frozenset({"workbench.timeout", "workbench.connection", "workbench.http_error"})
-#: DENY reasons that are faults of the gateway's own code, not decisions: the policy or the
-#: prompt builder raised.
-FAULT_DENY_CODES = frozenset({"policy.evaluation_error", "prompt.builder_error"})
+#: DENY reasons that are faults, not decisions: the policy or the prompt builder raised, or the
+#: loop guard stopped a tool loop (its snapshot is the whole request it stopped).
+FAULT_DENY_CODES = frozenset({"policy.evaluation_error", "prompt.builder_error", LOOP_GUARD})
 PROMPT_SNAPSHOT = "prompt_snapshot"
 
 
@@ -54,9 +56,16 @@ def _tool_outputs(external: ExternalContext | None) -> dict[str, str]:
 
 
 def execution_snapshots(
-    call: ProviderCallInput, payload: ExecutionPayload, external: ExternalContext | None, *, debug: bool
+    call: ProviderCallInput,
+    payload: ExecutionPayload,
+    external: ExternalContext | None,
+    *,
+    debug: bool,
+    sampled: bool = False,
 ) -> dict[str, str]:
-    """The EXECUTION step's snapshots ({} when nothing went wrong and none was asked for)."""
+    """The EXECUTION step's snapshots ({} when nothing went wrong and none was asked for).
+    ``sampled``: the turn is in the 1-in-N sample (core/sampling.py); a successful one is
+    snapshotted as a fault would be, trigger ``sampled``."""
     triggers = []
     if payload.error:
         triggers.append("provider_error")
@@ -64,6 +73,8 @@ def execution_snapshots(
         triggers.append("fetch_error")
     if debug:
         triggers.append("debug_request")
+    if sampled and not payload.error:
+        triggers.append("sampled")
     if not triggers:
         return {}
     outcome = {

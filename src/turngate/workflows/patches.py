@@ -109,5 +109,9 @@ TURN_SHAPE_COUNTED_STEP = 4
 #: that points at them is appended; the provider step hands back an EXECUTION with snapshots
 #: unrecorded for it. Turns without a fault run exactly as in shape 4.
 TURN_SHAPE_SNAPSHOT_STEP = 5
+#: Shape 6: shape 5, and the loop guard (core/loop_guard.py) checks the request before the
+#: provider step: a tool call repeated more than ``context.loop_guard_max_repeats`` times denies
+#: the turn. Decided in workflow code: a turn recorded before it never takes the new branch.
+TURN_SHAPE_LOOP_GUARD = 6
 #: The shape a worker starts new turns in (worker/boundary.py).
-CURRENT_TURN_SHAPE = TURN_SHAPE_SNAPSHOT_STEP
+CURRENT_TURN_SHAPE = TURN_SHAPE_LOOP_GUARD

@@ -6,7 +6,7 @@ import hashlib
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 from temporalio.common import SearchAttributeKey
 
 from turngate.core.context import ContextConfig
@@ -69,6 +69,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+def _without_sampling_off(dumped: dict[str, Any]) -> dict[str, Any]:
+    """A dump without ``snapshot_sample_n`` while sampling is off: payloads recorded before the
+    field existed round-trip to the same bytes (tests/replay/test_payload_compat.py)."""
+    if dumped.get("snapshot_sample_n") == 0:
+        dumped.pop("snapshot_sample_n")
+    return dumped
+
+
 class TurnInput(_Model):
     envelope: IntentEnvelope
 
@@ -98,6 +106,12 @@ class Boundary(_Model):
     # histories recorded before the field carry none and replay as shape 1. Data in the
     # begin_turn result, so choosing it costs no marker and no search-attribute write per turn.
     turn_shape: int = 1
+    # Settings.snapshot_sample_n: one successful turn in N stores debug snapshots (0: none).
+    snapshot_sample_n: int = 0
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_sampling_off(handler(self))
 
 
 class ExternalRefsInput(_Model):
@@ -216,6 +230,11 @@ class ExecutionContext(_Model):
     output_safety: SafetyRules | None = None
     exchanges_count: int | None = None
     external: ExternalContext | None = None
+    snapshot_sample_n: int = 0  # the boundary's 1-in-N sampling of successful turns
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_sampling_off(handler(self))
 
 
 class CallAndRecordInput(_Model):

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.manifest import build_manifest
     from turngate.core.payloads import SYSTEM_ERROR, DecisionPayload, ExecutionPayload
     from turngate.core.refs import ref_lookup_ids
+    from turngate.core.sampling import sampled
     from turngate.workflows import adoption
     from turngate.workflows.patches import (
         TURN_SHAPE_INDEXED_STEP,
@@ -237,18 +238,25 @@ class TurnWorkflow:
             [SA_DECISION.value_set(decision), SA_POLICY_ID.value_set(policy_id)]
         )
 
-    @staticmethod
-    def _execution_manifest(decision: TurnDecision) -> dict[str, Any]:
+    def _execution_manifest(self, decision: TurnDecision) -> dict[str, Any]:
         assert decision.assembly is not None  # only an executed turn has one
-        return build_manifest(
-            decision.outcome,
-            decision.assembly,
-            intent=decision.intent,
-            run_id=workflow.info().run_id,
-            step_id="execution",
-            external=decision.external,
-            system=decision.system,
-        ).model_dump(mode="json")
+        one_in = self._boundary.snapshot_sample_n if self._boundary is not None else 0
+        sampling = (
+            {"one_in": one_in, "sampled": sampled(decision.intent.correlation_id, one_in)} if one_in else None
+        )
+        return (
+            build_manifest(
+                decision.outcome,
+                decision.assembly,
+                intent=decision.intent,
+                run_id=workflow.info().run_id,
+                step_id="execution",
+                external=decision.external,
+                system=decision.system,
+            )
+            .model_copy(update={"snapshot_sampling": sampling})
+            .model_dump(mode="json")
+        )
 
     async def _record_execution(
         self, decision: TurnDecision, execution: TurnExecution, result: TurnResult

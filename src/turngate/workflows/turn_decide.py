@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.decision import DecisionOutcome, decide
     from turngate.core.events import Event, IntentEnvelope
     from turngate.core.external import ExternalContext, ExternalError
+    from turngate.core.loop_guard import LOOP_GUARD, repeated_tool_call
     from turngate.core.manifest import ContextManifest, build_denied_manifest, build_manifest
     from turngate.core.model_resolution import ModelResolution
     from turngate.core.payloads import ExecutionPlan, PromptRecord, TokenBudget
@@ -43,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         with_tools_offered,
     )
     from turngate.workflows.fault_snapshots import decision_snapshots
-    from turngate.workflows.patches import TOOL_LOOP_MESSAGES, TOOLS_IN_TOKEN_BUDGET
+    from turngate.workflows.patches import TOOL_LOOP_MESSAGES, TOOLS_IN_TOKEN_BUDGET, TURN_SHAPE_LOOP_GUARD
     from turngate.workflows.prompt_guard import prompt_failure
     from turngate.workflows.redaction import output_safety_rules
     from turngate.workflows.shared import (
@@ -148,6 +149,14 @@ def _assembled(
                 outcome, model, judged.route, begin, envelope, assembly, definitions
             )
             assembly = assembly if outcome.allowed else None
+    call = (
+        _provider_call(envelope, intent, model, assembly, offered, client, boundary.prompt_config, system)
+        if assembly is not None
+        else None
+    )
+    looping = _loop(call, boundary)
+    if looping is not None:  # the request repeats a tool call too often: a fault, snapshotted
+        outcome, assembly = outcome.denied(LOOP_GUARD, looping), None
     run_id = workflow.info().run_id
     common: dict[str, Any] = {"intent": intent, "run_id": run_id, "step_id": "decision", "external": external}
     manifest = (
@@ -155,14 +164,13 @@ def _assembled(
         if assembly is not None
         else build_denied_manifest(outcome, **common)
     )
+    sent = call
     snapshots = decision_snapshots(
-        lambda: request_so_far(envelope, intent, model, system), outcome.record, external
+        lambda: sent if sent is not None else request_so_far(envelope, intent, model, system),
+        outcome.record,
+        external,
     )
-    call = (
-        _provider_call(envelope, intent, model, assembly, offered, client, boundary.prompt_config, system)
-        if assembly is not None
-        else None
-    )
+    call = call if assembly is not None else None
     return TurnDecision(
         intent=intent,
         outcome=outcome,
@@ -177,6 +185,13 @@ def _assembled(
         offered=offered,
         call=call,
     )
+
+
+def _loop(call: ProviderCallInput | None, boundary: Boundary) -> dict[str, Any] | None:
+    """The loop guard's error for ``call`` (shape 6 on), or None."""
+    if call is None or boundary.turn_shape < TURN_SHAPE_LOOP_GUARD:
+        return None
+    return repeated_tool_call(call.messages, boundary.context_config.context.loop_guard_max_repeats)
 
 
 def _system_prompt(

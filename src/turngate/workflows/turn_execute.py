@@ -57,11 +57,11 @@ PROVIDER_RETRY_INTERVAL = timedelta(milliseconds=500)
 
 
 def execution_context(
-    decision: TurnDecision, envelope: IntentEnvelope, *, count_every_turn: bool
+    decision: TurnDecision, envelope: IntentEnvelope, *, count_every_turn: bool, sample_n: int = 0
 ) -> ExecutionContext:
     """How the EXECUTION of this decision's provider call is made. ``count_every_turn``: the
     EXECUTION records ``exchanges_count`` without a prompt pack too (a turn with one always
-    does)."""
+    does). ``sample_n``: the boundary's 1-in-N sampling of successful turns."""
     resolution = decision.outcome.resolution
     pack = decision.prompts is not None
     counted = resolution is not None and (pack or count_every_turn)
@@ -74,6 +74,7 @@ def execution_context(
         output_safety=output_safety_rules(decision.prompts) if pack else None,
         exchanges_count=exchange_count(resolution) + 1 if counted and resolution is not None else None,
         external=decision.external,
+        snapshot_sample_n=sample_n,
     )
 
 
@@ -92,7 +93,10 @@ async def execute_turn(decision: TurnDecision, envelope: IntentEnvelope, boundar
         answer, payload = await attempt(call, decision.model, PROVIDER_ATTEMPTS)
     # Asked after the call, where turns recorded since the patch asked it.
     every_turn = decision.prompts is None and workflow.patched(EXCHANGES_COUNT_ALWAYS)
-    return executed(execution_context(decision, envelope, count_every_turn=every_turn), call, answer, payload)
+    context = execution_context(
+        decision, envelope, count_every_turn=every_turn, sample_n=boundary.snapshot_sample_n
+    )
+    return executed(context, call, answer, payload)
 
 
 def failed_execution(
@@ -101,7 +105,9 @@ def failed_execution(
     """The EXECUTION of a turn whose provider step (shape 2 and later) failed as a whole."""
     call = decision.call
     assert call is not None
-    context = execution_context(decision, envelope, count_every_turn=_counts_every_turn(boundary))
+    context = execution_context(
+        decision, envelope, count_every_turn=_counts_every_turn(boundary), sample_n=boundary.snapshot_sample_n
+    )
     return executed(context, call, None, call_failed(decision.model, context.context_digest, exc))
 
 
@@ -159,7 +165,12 @@ async def call_and_record_activity(
     inp = CallAndRecordInput(
         decision=record,
         call=call,
-        execution=execution_context(decision, envelope, count_every_turn=_counts_every_turn(boundary)),
+        execution=execution_context(
+            decision,
+            envelope,
+            count_every_turn=_counts_every_turn(boundary),
+            sample_n=boundary.snapshot_sample_n,
+        ),
         manifest=manifest,
         attempts=PROVIDER_ATTEMPTS,
         wall_clock_s=boundary.llm_wall_clock_s,
