@@ -7,6 +7,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -14,6 +15,7 @@ from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
 from turngate import __version__
+from turngate.api.disk_guard import LedgerDiskGuard
 from turngate.api.error_responses import error_response
 from turngate.api.ledger_outage import RETRY_AFTER_S, LedgerOutage
 from turngate.api.openapi import Capabilities, Health, SnapshotPage, Status, VerifyReport, sse
@@ -234,7 +236,9 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         running = [
             wf
             async for wf in state.client.list_workflows(
-                "WorkflowType='TurnWorkflow' AND ExecutionStatus='Running'", limit=1000
+                "WorkflowType='TurnWorkflow' AND ExecutionStatus='Running'",
+                limit=1000,
+                rpc_timeout=timedelta(seconds=state.settings.temporal_rpc_timeout_s),
             )
         ]
         turns["running"] = len(running)
@@ -375,6 +379,15 @@ async def healthz(
         body = {"ok": False, "reason_code": "ledger.unavailable", "detail": detail, "ledger": "down"}
         return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
     outage.recovered()
+    disk: LedgerDiskGuard = request.app.state.ledger_disk
+    if not disk.has_room():
+        body = {
+            "ok": False,
+            "reason_code": "ledger.disk_full",
+            "detail": "the ledger's disk is full; new intents are refused until space returns",
+            "ledger": "disk_full",
+        }
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
     try:
         await asyncio.wait_for(state.client.service_client.check_health(), 2.0)
     except Exception as exc:
