@@ -65,6 +65,9 @@ class Settings(LogSettings):
     ledger_timeout_s: float = Field(
         30.0, ge=0.5, le=600, validation_alias=_alias("TURNGATE_LEDGER_TIMEOUT_S")
     )
+    # How long a turn's provider step waits, its answer in hand, for a ledger it cannot write
+    # (a partition, a full disk) before the turn ends with SYSTEM_ERROR (docs/RELIABILITY.md).
+    ledger_wait_s: float = Field(120.0, ge=0, le=3600, validation_alias=_alias("TURNGATE_LEDGER_WAIT_S"))
     # SQLite: below this many free bytes on the ledger's filesystem the API refuses new intents
     # with 503 ledger.disk_full before anything is recorded (0: never).
     ledger_min_free_bytes: int = Field(

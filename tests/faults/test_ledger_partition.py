@@ -89,16 +89,28 @@ def test_a_writer_cut_off_inside_its_transaction_gives_the_write_lock_back(
         silent.dispose()
 
 
-@pytest.mark.parametrize("partition_s", [2.5])
+@pytest.mark.parametrize(
+    ("partition_s", "ledger_wait_s", "ended"),
+    [(2.5, 120.0, "EXECUTION"), (7.0, 1.0, "SYSTEM_ERROR")],
+    ids=["heals-before-the-wait-ends", "the-wait-ends-first"],
+)
 async def test_worker_cut_off_from_the_ledger_mid_turn_ends_every_turn_once(
-    tmp_path, temporal_server, pg_url: str, proxy: PartitionProxy, partition_s: float
+    tmp_path,
+    temporal_server,
+    pg_url: str,
+    proxy: PartitionProxy,
+    partition_s: float,
+    ledger_wait_s: float,
+    ended: str,
 ) -> None:
     """The worker's road to PostgreSQL freezes while turns are inside their provider calls (the
-    API still reads it directly); past the bound the worker's calls fail and retry. Healed, each
-    turn records its EXECUTION once. bench/faults.py runs the same for 30 s and 3 min."""
+    API still reads it directly); past the bound the worker's calls fail and are retried, the
+    answers in hand, for TURNGATE_LEDGER_WAIT_S. Healed first: each turn records its EXECUTION
+    once; the wait over first: each records SYSTEM_ERROR once the ledger answers. bench/faults.py
+    runs the same for 30 s and 3 min."""
     side = twin_settings(tmp_path, temporal_server.address, echo_delay_ms=150)
     api = side(ledger_url=pg_url)
-    worker = side(ledger_url=proxy.route(pg_url), ledger_timeout_s=BOUND_S)
+    worker = side(ledger_url=proxy.route(pg_url), ledger_timeout_s=BOUND_S, ledger_wait_s=ledger_wait_s)
     ids = [f"c-pg-{i}" for i in range(3)]
     async with split_stack(api, worker) as stack:
         with LedgerStore(pg_url) as store:
@@ -110,7 +122,9 @@ async def test_worker_cut_off_from_the_ledger_mid_turn_ends_every_turn_once(
             assert all(len(store.by_correlation(c)) == 2 for c in ids)
             proxy.heal()
             await until(lambda: ended_once(store, ids), 60, "every turn to end after healing")
-            assert outcomes(store, ids) == {"EXECUTION": len(ids)}
+            ends = outcomes(store, ids)
+            # A step whose round trip was still in flight at the healing may yet succeed.
+            assert ends[ended] >= 1 and set(ends) <= {"EXECUTION", ended}, ends
             # The worker's threads are free: a new turn goes straight through.
             resp = await stack.chat("after", correlation_id="c-pg-after")
             assert resp.json()["execution"]["payload"]["output_text"] == "echo: after"

@@ -99,7 +99,7 @@ async def running_worker(
     ]
     turn_activities += [calls.call_provider] if local else []
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
-    steps = TurnStepActivities(store, ledger, calls, executor)
+    steps = TurnStepActivities(store, ledger, calls, executor, ledger_wait_s=settings.ledger_wait_s)
     turn_activities += [steps.call_and_record] if local else []
     workers = [
         Worker(
