@@ -31,12 +31,12 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy.engine import make_url
-
 from tests.faults.full_disk import fill, small_tmpfs
 from tests.faults.partition_proxy import PartitionProxy
 from tests.faults.partitions import duplicates, outcome, split_stack, twin_settings
 from tests.ledger import postgres
 from tests.stack import envelope
+
 from turngate.devserver import DevServer, free_port
 from turngate.ledger import LedgerStore, verify_ledger
 
@@ -211,24 +211,15 @@ async def _postgres_deployment(root: Path, temporal: DevServer, quick: bool) -> 
 
         long_s = (QUICK_S, QUICK_S) if quick else LONG_S
         short_s = QUICK_S if quick else SHORT_S
+
+        def cut(name: str, proxy: PartitionProxy, hold_s: float) -> Fault:
+            return Fault(f"{name} partition {hold_s:.0f} s", hold_s, proxy.freeze, proxy.heal)
+
         faults = [
-            *(
-                Fault(f"worker <-> ledger partition {s:.0f} s", s, worker_pg.freeze, worker_pg.heal)
-                for s in long_s
-            ),
-            *(
-                Fault(
-                    f"worker <-> Temporal partition {s:.0f} s",
-                    s,
-                    worker_temporal.freeze,
-                    worker_temporal.heal,
-                )
-                for s in long_s
-            ),
-            Fault(
-                f"API <-> Temporal partition {short_s:.0f} s", short_s, api_temporal.freeze, api_temporal.heal
-            ),
-            Fault(f"API <-> ledger partition {short_s:.0f} s", short_s, api_pg.freeze, api_pg.heal),
+            *(cut("worker <-> ledger", worker_pg, s) for s in long_s),
+            *(cut("worker <-> Temporal", worker_temporal, s) for s in long_s),
+            cut("API <-> Temporal", api_temporal, short_s),
+            cut("API <-> ledger", api_pg, short_s),
             Fault(f"full artifact disk {short_s:.0f} s", short_s, fill_disk, free_disk),
         ]
         tally = Tally()
