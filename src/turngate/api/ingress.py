@@ -24,6 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, turn_finished
 from turngate.api.cpu_pool import in_cpu_process, in_cpu_thread
+from turngate.api.disk_guard import LedgerDiskGuard
 from turngate.api.error_responses import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
@@ -239,8 +240,9 @@ async def admit_intent(
     checks, slots and start. Answers as ``POST /ingress/intent`` answers."""
     settings = state.settings
     principal = request_principal(request)
-    if not request.app.state.ledger_disk.has_room():  # refused before anything is recorded
-        return request.app.state.ledger_disk.response()
+    disk: LedgerDiskGuard = request.app.state.ledger_disk
+    if not disk.has_room():  # refused before anything is started or recorded
+        return disk.response()
     try:
         if data is None:
             body = await read_body(request, settings.max_body_bytes)
@@ -298,14 +300,14 @@ async def _run_turn(
         running = await _start(state, envelope, workflow_id)
     except RPCError as exc:
         log.warning("could not start turn %s: %s", envelope.correlation_id, exc)
-        response = error_response(
+        refused = error_response(
             503,
             "temporal.unavailable",
             f"the workflow service did not answer; retry after {TEMPORAL_RETRY_AFTER_S} s "
             "(the same turn is never run twice)",
         )
-        response.headers["Retry-After"] = str(TEMPORAL_RETRY_AFTER_S)
-        return response
+        refused.headers["Retry-After"] = str(TEMPORAL_RETRY_AFTER_S)
+        return refused
     key = _turn_key(envelope)
     if running:
         admission.started(lambda: _until_finished(state, key))
