@@ -120,12 +120,14 @@ async def _run_faults(
                     seen[f"{where} {await _healthz(url)}"] += 1
                 await asyncio.sleep(min(2.0, fault.hold_s / 4))
             fault.heal()
+            held_s, during = time.monotonic() - started, len(tally.acknowledged) - before
             await asyncio.sleep(SETTLE_S)
             tally.faults.append(
                 {
                     "fault": fault.name,
-                    "held_s": round(time.monotonic() - started - SETTLE_S, 1),
-                    "acknowledged_meanwhile": len(tally.acknowledged) - before,
+                    "held_s": round(held_s, 1),
+                    "acknowledged_during": during,
+                    "acknowledged_in_the_next_10_s": len(tally.acknowledged) - before - during,
                     "healthz_seen": dict(seen),
                 }
             )
