@@ -6,6 +6,10 @@ bytes through, in order, on the same connections, as a network that comes back d
 that gave up meanwhile closed its end: that close is passed on too). Nothing fails fast, which
 is the point: only the client's own timeouts end a call.
 
+``freeze(replies_only=True)`` holds only what the upstream sends back: a request arrives and is
+acted on, its answer is lost in the partition (the case where a client cannot know whether its
+request took effect).
+
 ``cut()`` instead drops every connection (a network that resets them) and stays open.
 """
 
@@ -22,8 +26,10 @@ class PartitionProxy:
         self.upstream = upstream
         self.connections = 0
         self.freezes = 0
-        self._passing = threading.Event()
+        self._passing = threading.Event()  # client -> upstream
         self._passing.set()
+        self._replying = threading.Event()  # upstream -> client
+        self._replying.set()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._open: set[socket.socket] = set()
@@ -37,7 +43,7 @@ class PartitionProxy:
 
     @property
     def frozen(self) -> bool:
-        return not self._passing.is_set()
+        return not (self._passing.is_set() and self._replying.is_set())
 
     def route(self, url: str) -> str:
         """``url`` (a database or HTTP URL naming the upstream) with its host:port this proxy's."""
@@ -46,12 +52,15 @@ class PartitionProxy:
         netloc = f"{userinfo}@{self.address}" if userinfo else self.address
         return urlunsplit(parts._replace(netloc=netloc))
 
-    def freeze(self) -> None:
+    def freeze(self, *, replies_only: bool = False) -> None:
         self.freezes += 1
-        self._passing.clear()
+        self._replying.clear()
+        if not replies_only:
+            self._passing.clear()
 
     def heal(self) -> None:
         self._passing.set()
+        self._replying.set()
 
     def cut(self) -> None:
         with self._lock:
@@ -86,15 +95,15 @@ class PartitionProxy:
         upstream.settimeout(None)
         with self._lock:
             self._open.add(upstream)
-        threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
-        self._pipe(client, upstream)
+        threading.Thread(target=self._pipe, args=(upstream, client, self._replying), daemon=True).start()
+        self._pipe(client, upstream, self._passing)
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, gate: threading.Event) -> None:
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
-                self._passing.wait()
+                gate.wait()
                 sink.sendall(chunk)
-        self._passing.wait()  # the close is held as well, then passed on
+        gate.wait()  # the close is held as well, then passed on
         _close(source)
         _close(sink)
 

@@ -91,14 +91,16 @@ async def test_api_cut_off_from_temporal_refuses_promptly_and_streams_go_on(
             assert verified(store)
 
 
-async def _retry_until_accepted(http: httpx.AsyncClient, correlation_id: str) -> dict:
+async def _retry_until_accepted(
+    http: httpx.AsyncClient, correlation_id: str, message: str = "during"
+) -> dict:
     """What a client does with 503 and Retry-After: wait, resend the same intent."""
     deadline = time.monotonic() + 60
     while True:
         resp = await http.post(
             "/ingress/intent",
             params={"wait": "execution"},
-            json=envelope("during", correlation_id=correlation_id),
+            json=envelope(message, correlation_id=correlation_id),
         )
         if resp.status_code == 202:
             return resp.json()
@@ -136,5 +138,30 @@ async def test_worker_cut_off_from_temporal_mid_turn_reconnects_and_ends_every_t
             assert outcomes(store, ids) == {"EXECUTION": len(ids)}
             resp = await stack.chat("after", correlation_id="c-w-after")
             assert resp.json()["execution"]["payload"]["output_text"] == "echo: after"
+            assert duplicates(store) == []
+            assert verified(store)
+
+
+async def test_a_start_whose_answer_is_lost_is_recorded_once_when_the_client_retries(
+    tmp_path, temporal_server, proxy: PartitionProxy
+) -> None:
+    """The partition swallows Temporal's answer to a start that took effect: the client gets 503
+    ``temporal.unavailable`` although its turn runs. Healed, the same intent sent again attaches
+    to that turn: one INTENT, one EXECUTION."""
+    side = twin_settings(tmp_path, temporal_server.address)
+    api = side(temporal_address=proxy.address, temporal_rpc_timeout_s=RPC_BOUND_S)
+    async with split_stack(api, side()) as stack:
+        assert (await stack.chat("warm", correlation_id="c-lost-warm")).status_code == 202
+        proxy.freeze(replies_only=True)
+        refused = await stack.chat("lost", correlation_id="c-lost", wait=None)
+        assert refused.status_code == 503 and refused.json()["reason_code"] == "temporal.unavailable"
+        with LedgerStore(api.effective_ledger_url) as store:
+            # The start reached Temporal: the worker (on its own road) runs the turn meanwhile.
+            await until(lambda: ended_once(store, ["c-lost"]), 30, "the turn whose answer was lost")
+            proxy.heal()
+            retried = await _retry_until_accepted(stack.http, "c-lost", "lost")
+            assert retried["execution"]["payload"]["output_text"] == "echo: lost"
+            kinds = [str(e.kind) for e in store.by_correlation("c-lost")]
+            assert kinds == ["INTENT", "DECISION", "EXECUTION"]
             assert duplicates(store) == []
             assert verified(store)
