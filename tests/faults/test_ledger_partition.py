@@ -169,3 +169,15 @@ async def test_api_cut_off_from_the_ledger_answers_503_within_the_bound(
             assert ended_once(store, ["c-api-before", "c-api-during"])
             assert duplicates(store) == []
             assert verified(store)
+
+
+def test_a_long_statement_is_ended_by_the_bound_after_a_migration(pg_url: str) -> None:
+    """The server ends a statement past the bound. The store's migration of this fresh database
+    ran with the bound lifted (a backfill may rightly run long): for its transaction only."""
+    with LedgerStore(pg_url, timeout_s=BOUND_S) as store, store.engine.connect() as conn:
+        setting = "SELECT extract(epoch FROM current_setting('statement_timeout')::interval)"
+        assert float(conn.exec_driver_sql(setting).scalar()) == BOUND_S
+        started = time.monotonic()
+        with pytest.raises(Exception, match=r"statement timeout|did not answer"):
+            conn.exec_driver_sql("SELECT pg_sleep(5)")
+        assert time.monotonic() - started < BOUND_S + 1.5

@@ -19,10 +19,14 @@ Connecting is bounded by libpq's ``connect_timeout``.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
 #: Default seconds one ledger round trip may take (TURNGATE_LEDGER_TIMEOUT_S).
 DEFAULT_LEDGER_TIMEOUT_S = 30.0
@@ -79,3 +83,22 @@ def bound_options(timeout_s: float) -> dict[str, Any]:
         "keepalives_interval": max(1, math.ceil(timeout_s / 9)),
         "keepalives_count": 3,
     }
+
+
+@contextmanager
+def unbounded(conn: Connection) -> Iterator[None]:
+    """PostgreSQL only: no round-trip bound for the rest of ``conn``'s transaction (a schema
+    migration); the server's statement_timeout is lifted for the transaction only."""
+    if conn.dialect.name != "postgresql":
+        yield
+        return
+    conn.execute(text("SET LOCAL statement_timeout = 0"))
+    dbapi = conn.connection.dbapi_connection
+    if not isinstance(dbapi, BoundedConnection):
+        yield
+        return
+    previous, dbapi.round_trip_timeout_s = dbapi.round_trip_timeout_s, None
+    try:
+        yield
+    finally:
+        dbapi.round_trip_timeout_s = previous
