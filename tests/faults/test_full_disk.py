@@ -24,6 +24,8 @@ from turngate.ledger import LedgerStore, LedgerUnavailableError
 DISK_MIB = 8
 MIN_FREE = 1 << 20
 ARTIFACT_DEADLINE_S = 2.0
+#: On top of the deadline: the turn's other steps, on a loaded machine.
+MARGIN_S = 6.0
 
 
 def _integrity(path: Path) -> str:
@@ -62,6 +64,7 @@ async def test_a_full_ledger_disk_under_turns_refuses_new_ones_and_ends_the_runn
             temporal_server.address,
             ledger_url=f"sqlite:///{ledger}",
             ledger_min_free_bytes=MIN_FREE,
+            echo_delay_ms=150,
         )
         ids = [f"c-disk-{i}" for i in range(3)]
         async with running_stack(settings) as stack:
@@ -69,7 +72,8 @@ async def test_a_full_ledger_disk_under_turns_refuses_new_ones_and_ends_the_runn
                 for correlation_id in ids:
                     resp = await stack.chat(LONG_MESSAGE, correlation_id=correlation_id, wait="decision")
                     assert resp.status_code == 202, resp.text
-                filler = fill(disk)  # the turns' EXECUTIONs are still to be appended
+                filler = fill(disk)  # the turns are inside their provider calls
+                assert all(len(store.by_correlation(c)) == 2 for c in ids)
                 started = time.monotonic()
                 refused = await stack.chat("no room", correlation_id="c-disk-refused")
                 assert time.monotonic() - started < 1.0
@@ -108,7 +112,14 @@ async def test_a_full_artifact_disk_ends_turns_with_system_error_and_references_
         )
         async with running_stack(settings) as stack:
             with LedgerStore(settings.effective_ledger_url) as store:
-                assert (await stack.chat("before", correlation_id="c-art-before")).status_code == 202
+                # A large message first: offloaded while there is room (and the API's CPU pool,
+                # which parses large bodies, started before the clock below runs).
+                before = await stack.http.post(
+                    "/ingress/intent",
+                    params={"wait": "execution"},
+                    json=envelope("y" * (70 * 1024), correlation_id="c-art-before"),
+                )
+                assert before.status_code == 202 and "execution" in before.json(), before.text
                 filler = fill(disk)
 
                 started = time.monotonic()
@@ -119,7 +130,7 @@ async def test_a_full_artifact_disk_ends_turns_with_system_error_and_references_
                 assert decision["reason_codes"] == ["SYSTEM_ERROR"], decision
                 assert "manifest" in decision["error"]["missing_pointers"]
                 assert "manifest" not in decision  # nothing partial is referenced
-                assert elapsed < ARTIFACT_DEADLINE_S + 10, elapsed
+                assert elapsed < ARTIFACT_DEADLINE_S + MARGIN_S, elapsed
 
                 # The 64 KiB offload at ingress: 503 within the deadline, nothing recorded.
                 started = time.monotonic()
@@ -129,7 +140,7 @@ async def test_a_full_artifact_disk_ends_turns_with_system_error_and_references_
                 assert big.status_code == 503 and big.json()["reason_code"] == "artifact.unavailable", (
                     big.text
                 )
-                assert time.monotonic() - started < ARTIFACT_DEADLINE_S + 3
+                assert time.monotonic() - started < ARTIFACT_DEADLINE_S + MARGIN_S
                 assert store.by_correlation("c-art-big") == []
 
                 filler.unlink()

@@ -58,7 +58,7 @@ DEFAULT_LEDGER_WAIT_S = 120.0
 #: Left of the attempt's own limit when the wait gives up (the failure must reach Temporal).
 LIMIT_MARGIN_S = 5.0
 LEDGER_RETRY_FIRST_S = 0.2
-LEDGER_RETRY_MAX_S = 5.0
+LEDGER_RETRY_MAX_S = 2.0
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
