@@ -27,6 +27,7 @@ from turngate.api.cpu_pool import in_cpu_process, in_cpu_thread
 from turngate.api.disk_guard import LedgerDiskGuard
 from turngate.api.error_responses import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
+from turngate.api.ledger_outage import LedgerOutage
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
@@ -240,9 +241,15 @@ async def admit_intent(
     checks, slots and start. Answers as ``POST /ingress/intent`` answers."""
     settings = state.settings
     principal = request_principal(request)
+    # Refused before anything is started or recorded: a full ledger disk, or a ledger outage
+    # already known (its probe ends it), which answers at once instead of each request waiting
+    # out the ledger's timeout on a thread.
     disk: LedgerDiskGuard = request.app.state.ledger_disk
-    if not disk.has_room():  # refused before anything is started or recorded
+    if not disk.has_room():
         return disk.response()
+    outage: LedgerOutage = request.app.state.ledger_outage
+    if outage.down_since is not None:
+        return outage.response()
     try:
         if data is None:
             body = await read_body(request, settings.max_body_bytes)

@@ -371,14 +371,15 @@ async def healthz(
     answer never carries the underlying error (which names hosts, ports and databases): that
     goes to the log."""
     outage: LedgerOutage = request.app.state.ledger_outage
+    detail = "the ledger database does not answer; retry"
+    body = {"ok": False, "reason_code": "ledger.unavailable", "detail": detail, "ledger": "down"}
+    if outage.down_since is not None:  # known: the outage's probe says when it is over
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
     try:
         length, _ = await asyncio.to_thread(state.store.head)
     except LedgerUnavailableError as exc:
         outage.failed(exc)
-        detail = "the ledger database does not answer; retry"
-        body = {"ok": False, "reason_code": "ledger.unavailable", "detail": detail, "ledger": "down"}
         return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
-    outage.recovered()
     disk: LedgerDiskGuard = request.app.state.ledger_disk
     if not disk.has_room():
         body = {
