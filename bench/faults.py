@@ -56,6 +56,9 @@ class Tally:
     statuses: Counter[str] = field(default_factory=Counter)
     transport_errors: int = 0
     faults: list[dict[str, Any]] = field(default_factory=list)
+    #: What was going on when each turn was acknowledged (a fault, or the calm after one).
+    window: str = "before any fault"
+    acknowledged_in: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,6 +87,7 @@ async def _client(n: int, http: httpx.AsyncClient, stop: asyncio.Event, tally: T
             tally.statuses[f"{resp.status_code} {code}" if code else str(resp.status_code)] += 1
             if resp.status_code == 202:
                 tally.acknowledged.add(correlation_id)
+                tally.acknowledged_in[correlation_id] = tally.window
                 tally.acknowledged_unrecorded += resp.json().get("index") is None
                 break
             if resp.status_code in (429, 503):
@@ -114,12 +118,14 @@ async def _run_faults(
             before = len(tally.acknowledged)
             started = time.monotonic()
             fault.inject()
+            tally.window = fault.name
             seen: Counter[str] = Counter()
             while time.monotonic() - started < fault.hold_s:
                 for where, url in health.items():
                     seen[f"{where} {await _healthz(url)}"] += 1
                 await asyncio.sleep(min(2.0, fault.hold_s / 4))
             fault.heal()
+            tally.window = f"after {fault.name}"
             held_s, during = time.monotonic() - started, len(tally.acknowledged) - before
             await asyncio.sleep(SETTLE_S)
             tally.faults.append(
@@ -136,18 +142,21 @@ async def _run_faults(
         await asyncio.gather(*clients)
 
 
-async def _ended(store: LedgerStore, acknowledged: set[str], timeout_s: float) -> Counter[str]:
+async def _ended(store: LedgerStore, acknowledged: set[str], timeout_s: float) -> dict[str, str]:
+    """Each acknowledged turn's outcome, once all have ended or ``timeout_s`` passed."""
     deadline = time.monotonic() + timeout_s
     while True:
-        ends = Counter(
-            await asyncio.to_thread(lambda: [outcome(store, c) or "not ended" for c in sorted(acknowledged)])
-        )
-        if not ends["not ended"] or time.monotonic() > deadline:
+        ends = await asyncio.to_thread(lambda: {c: outcome(store, c) or "not ended" for c in acknowledged})
+        if "not ended" not in ends.values() or time.monotonic() > deadline:
             return ends
         await asyncio.sleep(2)
 
 
-def _report(store: LedgerStore, tally: Tally, ends: Counter[str]) -> dict[str, Any]:
+def _report(store: LedgerStore, tally: Tally, outcomes: dict[str, str]) -> dict[str, Any]:
+    ends = Counter(outcomes.values())
+    by_window: dict[str, Counter[str]] = {}
+    for correlation_id, ended in outcomes.items():
+        by_window.setdefault(tally.acknowledged_in[correlation_id], Counter())[ended] += 1
     return {
         "turns_acknowledged": len(tally.acknowledged),
         "acknowledged_before_their_intent_was_recorded": tally.acknowledged_unrecorded,
@@ -156,6 +165,7 @@ def _report(store: LedgerStore, tally: Tally, ends: Counter[str]) -> dict[str, A
         "answers": dict(tally.statuses),
         "transport_errors": tally.transport_errors,
         "turns_ended": dict(ends),
+        "turns_ended_by_when_acknowledged": {w: dict(c) for w, c in by_window.items()},
         "duplicates": len(duplicates(store)),
         "verify_ok": verify_ledger(store).ok,
     }
