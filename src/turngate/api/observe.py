@@ -367,7 +367,9 @@ async def healthz(
     request: Request, state: Annotated[ApiState, Depends(api_state)]
 ) -> JSONResponse | dict[str, Any]:
     """Liveness + readiness: the ledger answers and Temporal is reachable. During a ledger
-    outage: 503 `ledger.unavailable` with `ledger: "down"` and `Retry-After`. Public, so the
+    outage: 503 `ledger.unavailable` with `ledger: "down"` and `Retry-After` (at once while the
+    outage's probe has not seen the ledger again); on a full SQLite ledger disk: 503
+    `ledger.disk_full` with `ledger: "disk_full"`. Public, so the
     answer never carries the underlying error (which names hosts, ports and databases): that
     goes to the log."""
     outage: LedgerOutage = request.app.state.ledger_outage
