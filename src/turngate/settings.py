@@ -47,6 +47,11 @@ class Settings(LogSettings):
     # Temporal (its own variable names)
     temporal_address: str = Field("127.0.0.1:7233", validation_alias=_alias("TEMPORAL_ADDRESS"))
     temporal_namespace: str = Field("default", validation_alias=_alias("TEMPORAL_NAMESPACE"))
+    # The longest the API waits for Temporal to start a turn (or answer /status) before it
+    # answers 503 temporal.unavailable with Retry-After (a partition must not hang a request).
+    temporal_rpc_timeout_s: float = Field(
+        10.0, ge=0.2, le=120, validation_alias=_alias("TURNGATE_TEMPORAL_RPC_TIMEOUT_S")
+    )
     # TLS, API keys and profiles come from Temporal's own client configuration (TEMPORAL_TLS_*,
     # TEMPORAL_API_KEY, TEMPORAL_PROFILE, the TOML file): see turngate.temporal_client.
     # Encrypted histories (docs/SECURITY.md): id=base64key entries; the first one encrypts.
@@ -56,6 +61,19 @@ class Settings(LogSettings):
     # Storage
     data_dir: Path = Field(default_factory=_default_data_dir, validation_alias=_alias("TURNGATE_DATA_DIR"))
     ledger_url: str | None = Field(None, validation_alias=_alias("TURNGATE_LEDGER_URL"))
+    # PostgreSQL: the longest one ledger round trip (connect, statement, commit) may wait on a
+    # silent network; past it the call fails as "ledger unavailable" (docs/RELIABILITY.md).
+    ledger_timeout_s: float = Field(
+        30.0, ge=0.5, le=600, validation_alias=_alias("TURNGATE_LEDGER_TIMEOUT_S")
+    )
+    # How long a turn's provider step waits, its answer in hand, for a ledger it cannot write
+    # (a partition, a full disk) before the turn ends with SYSTEM_ERROR (docs/RELIABILITY.md).
+    ledger_wait_s: float = Field(120.0, ge=0, le=3600, validation_alias=_alias("TURNGATE_LEDGER_WAIT_S"))
+    # SQLite: below this many free bytes on the ledger's filesystem the API refuses new intents
+    # with 503 ledger.disk_full before anything is recorded (0: never).
+    ledger_min_free_bytes: int = Field(
+        16 * 1024 * 1024, ge=0, validation_alias=_alias("TURNGATE_LEDGER_MIN_FREE_BYTES")
+    )
     # Artifact store: a local directory (default <data_dir>/artifacts) or s3://bucket/prefix.
     artifacts: str | None = Field(None, validation_alias=_alias("TURNGATE_ARTIFACTS"))
     # Overall deadline of one turn step's artifact writes (manifest, fault/prompt snapshots, a

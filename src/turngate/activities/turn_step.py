@@ -15,6 +15,12 @@ attempt, and for a non-retryable error, the error is recorded as the EXECUTION. 
 call's wall clock counts from the first attempt's scheduling (``llm.timeout`` past it). The
 activity heartbeats throughout (ledger steps included), so cancellation and a lost worker are
 noticed as with the plain provider call.
+
+A ledger that cannot be written for a while (a partition, a restarting database, a full disk)
+is waited out inside the attempt, the answer in hand: retrying the activity would call the
+provider again. The wait ends at ``ledger_wait_s`` (TURNGATE_LEDGER_WAIT_S) or just before the
+attempt's own limit, whichever comes first; then the step fails with a non-retryable
+``SYSTEM_ERROR`` and the workflow records the turn's end with it once the ledger answers.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -37,14 +45,21 @@ from turngate.activities.provider import ProviderActivities
 from turngate.core.events import Event, EventDraft, EventKind
 from turngate.core.payloads import SYSTEM_ERROR, ExecutionPayload
 from turngate.core.provider_errors import NON_RETRYABLE_PROVIDER_ERRORS
-from turngate.ledger import LedgerStore
+from turngate.ledger import LedgerStore, LedgerUnavailableError
 from turngate.telemetry.tracing import tracer
 from turngate.workflows import adoption
 from turngate.workflows.execution_record import answered, call_failed, executed
 from turngate.workflows.shared import AppendedEvent, AppendInput, CallAndRecordInput, CallAndRecordResult
 from turngate.workflows.turn_activities import APPEND_EVENT, CALL_AND_RECORD
 
+#: Default seconds a step waits for an unavailable ledger before it records SYSTEM_ERROR.
+DEFAULT_LEDGER_WAIT_S = 120.0
+#: Left of the attempt's own limit when the wait gives up (the failure must reach Temporal).
+LIMIT_MARGIN_S = 5.0
+LEDGER_RETRY_FIRST_S = 0.2
+LEDGER_RETRY_MAX_S = 2.0
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class TurnStepActivities:
@@ -56,8 +71,11 @@ class TurnStepActivities:
         ledger: LedgerActivities,
         calls: ProviderActivities,
         executor: Executor | None = None,
+        *,
+        ledger_wait_s: float = DEFAULT_LEDGER_WAIT_S,
     ) -> None:
         self._store = store
+        self._ledger_wait_s = ledger_wait_s
         self._ledger = ledger
         self._calls = calls
         # The ledger steps block (SQLAlchemy, the artifact store): they run on the worker's ledger
@@ -71,7 +89,9 @@ class TurnStepActivities:
             return await self._call_and_record(inp)
 
     async def _call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
-        recorded = await self._blocking(self._recorded, inp.decision.draft.correlation_id)
+        recorded = await self._waiting(
+            "read", lambda: self._blocking(self._recorded, inp.decision.draft.correlation_id)
+        )
         if "EXECUTION" in recorded:  # a retry after the EXECUTION was recorded: never call twice
             return CallAndRecordResult(decision=recorded["DECISION"], execution=recorded["EXECUTION"])
         try:
@@ -162,7 +182,39 @@ class TurnStepActivities:
         # A span per ledger step, as the separate append_event activities have: the event's
         # attributes go on it (telemetry's observe_ledger_event annotates the current span).
         with tracer().start_as_current_span(f"{APPEND_EVENT} {inp.draft.kind}"):
-            return await self._blocking(self._ledger.append_event, inp)
+            return await self._waiting(
+                f"{inp.draft.kind} append", lambda: self._blocking(self._ledger.append_event, inp)
+            )
+
+    async def _waiting(self, what: str, step: Callable[[], Awaitable[T]]) -> T:
+        """``step()``, retried while the ledger is unavailable, up to the wait's bound (see the
+        module doc); past it a non-retryable SYSTEM_ERROR."""
+        deadline = time.monotonic() + self._ledger_wait_s
+        info = activity.info()
+        if info.start_to_close_timeout is not None:
+            limit = info.current_attempt_scheduled_time + info.start_to_close_timeout
+            left = (limit - datetime.now(UTC)).total_seconds() - LIMIT_MARGIN_S
+            deadline = min(deadline, time.monotonic() + max(left, 0.0))
+        delay, waited_since = LEDGER_RETRY_FIRST_S, time.monotonic()
+        while True:
+            try:
+                result = await step()
+            except LedgerUnavailableError as exc:
+                if time.monotonic() + delay > deadline:
+                    waited = time.monotonic() - waited_since
+                    raise ApplicationError(
+                        f"the ledger could not be written for {waited:.0f} s ({what}): {exc}",
+                        type=SYSTEM_ERROR,
+                        non_retryable=True,
+                    ) from exc
+                if delay == LEDGER_RETRY_FIRST_S:
+                    log.warning("turn step: ledger unavailable (%s), waiting for it: %s", what, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, LEDGER_RETRY_MAX_S)
+                continue
+            if delay != LEDGER_RETRY_FIRST_S:
+                log.warning("turn step: ledger back after %.1f s (%s)", time.monotonic() - waited_since, what)
+            return result
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on the ledger thread pool, in this context (the current span)."""

@@ -17,6 +17,7 @@ from turngate import __version__
 from turngate.api import ingress, observe, stream
 from turngate.api.admission import TurnSlots
 from turngate.api.codec import mount_codec
+from turngate.api.disk_guard import LedgerDiskGuard, sqlite_ledger_dir
 from turngate.api.error_responses import error_response
 from turngate.api.ledger_outage import LedgerOutage
 from turngate.api.openai_compat import routes as openai_routes
@@ -59,9 +60,11 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         boundary = load_boundary(settings)
         temporal = client or await connect(settings)
         app.state.search_attributes = await ensure_search_attributes(temporal)
-        store = LedgerStore(settings.effective_ledger_url)
+        store = LedgerStore(settings.effective_ledger_url, timeout_s=settings.ledger_timeout_s)
         outage = LedgerOutage(store.head)
         app.state.ledger_outage = outage
+        ledger_dir = sqlite_ledger_dir(settings.effective_ledger_url)
+        app.state.ledger_disk = LedgerDiskGuard(ledger_dir, settings.ledger_min_free_bytes)
         watcher = LedgerWatcher(store, outage=outage)
         watcher.start()
         app.state.token_bus = open_token_bus(settings.effective_token_bus_url)

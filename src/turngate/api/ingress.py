@@ -24,8 +24,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from turngate.api.admission import RELEASE_MARGIN_S, TurnAdmission, TurnSlots, turn_finished
 from turngate.api.cpu_pool import in_cpu_process, in_cpu_thread
+from turngate.api.disk_guard import LedgerDiskGuard
 from turngate.api.error_responses import admission_response, error_response
 from turngate.api.intent_size import check_intent_fits, fit_intent
+from turngate.api.ledger_outage import LedgerOutage
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
@@ -186,7 +188,7 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
             request_eager_start=True,
             # bounded: a start that never answers becomes 503 temporal.unavailable, not a hung
             # request (a retry of the same turn is safe: USE_EXISTING)
-            rpc_timeout=START_RPC_TIMEOUT,
+            rpc_timeout=_rpc_timeout(state),
             search_attributes=TypedSearchAttributes(
                 [
                     SearchAttributePair(SA_THREAD_ID, envelope.thread_id),
@@ -202,7 +204,12 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
     return True
 
 
-START_RPC_TIMEOUT = timedelta(seconds=10)
+def _rpc_timeout(state: ApiState) -> timedelta:
+    return timedelta(seconds=state.settings.temporal_rpc_timeout_s)
+
+
+#: Seconds a client should wait before retrying a turn refused because Temporal did not answer.
+TEMPORAL_RETRY_AFTER_S = 2
 
 
 @router.post(
@@ -234,6 +241,15 @@ async def admit_intent(
     checks, slots and start. Answers as ``POST /ingress/intent`` answers."""
     settings = state.settings
     principal = request_principal(request)
+    # Refused before anything is started or recorded: a full ledger disk, or a ledger outage
+    # already known (its probe ends it), which answers at once instead of each request waiting
+    # out the ledger's timeout on a thread.
+    disk: LedgerDiskGuard = request.app.state.ledger_disk
+    if not disk.has_room():
+        return disk.response()
+    outage: LedgerOutage = request.app.state.ledger_outage
+    if outage.down_since is not None:
+        return outage.response()
     try:
         if data is None:
             body = await read_body(request, settings.max_body_bytes)
@@ -291,7 +307,14 @@ async def _run_turn(
         running = await _start(state, envelope, workflow_id)
     except RPCError as exc:
         log.warning("could not start turn %s: %s", envelope.correlation_id, exc)
-        return error_response(503, "temporal.unavailable", "the workflow service is unreachable; retry")
+        refused = error_response(
+            503,
+            "temporal.unavailable",
+            f"the workflow service did not answer; retry after {TEMPORAL_RETRY_AFTER_S} s "
+            "(the same turn is never run twice)",
+        )
+        refused.headers["Retry-After"] = str(TEMPORAL_RETRY_AFTER_S)
+        return refused
     key = _turn_key(envelope)
     if running:
         admission.started(lambda: _until_finished(state, key))
@@ -402,7 +425,7 @@ async def _workflow_id(state: ApiState, envelope: IntentEnvelope, recorded: bool
         return current
     legacy = legacy_turn_workflow_id(*ids, prefix)
     try:
-        await state.client.get_workflow_handle(legacy).describe(rpc_timeout=START_RPC_TIMEOUT)
+        await state.client.get_workflow_handle(legacy).describe(rpc_timeout=_rpc_timeout(state))
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return current

@@ -6,7 +6,9 @@ Any request path that reads the ledger (correlation and parent checks, key looku
 started or recorded by that request; retrying is safe). The first failure logs one warning and
 starts a probe that reads the ledger head every second until it answers, then logs one line that
 it is back: a hundred refused requests during an outage make two log lines, not a hundred
-tracebacks. ``/healthz`` (readiness) says ``ledger: down`` while the outage lasts.
+tracebacks. ``/healthz`` (readiness) says ``ledger: down`` while the outage lasts. Once an
+outage is known, new intents and ``/healthz`` are refused at once (the probe ends it): on a
+silent network each ledger call would otherwise hold a thread for the ledger's timeout.
 """
 
 from __future__ import annotations

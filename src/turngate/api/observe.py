@@ -7,6 +7,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -15,6 +16,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from turngate import __version__
 from turngate.api.capabilities_gateway import gateway_v1_capabilities
+from turngate.api.disk_guard import LedgerDiskGuard
 from turngate.api.error_responses import error_response
 from turngate.api.ledger_outage import RETRY_AFTER_S, LedgerOutage
 from turngate.api.openapi import Capabilities, Health, SnapshotPage, Status, VerifyReport, sse
@@ -245,7 +247,9 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         running = [
             wf
             async for wf in state.client.list_workflows(
-                "WorkflowType='TurnWorkflow' AND ExecutionStatus='Running'", limit=1000
+                "WorkflowType='TurnWorkflow' AND ExecutionStatus='Running'",
+                limit=1000,
+                rpc_timeout=timedelta(seconds=state.settings.temporal_rpc_timeout_s),
             )
         ]
         turns["running"] = len(running)
@@ -387,18 +391,30 @@ async def healthz(
     request: Request, state: Annotated[ApiState, Depends(api_state)]
 ) -> JSONResponse | dict[str, Any]:
     """Liveness + readiness: the ledger answers and Temporal is reachable. During a ledger
-    outage: 503 `ledger.unavailable` with `ledger: "down"` and `Retry-After`. Public, so the
+    outage: 503 `ledger.unavailable` with `ledger: "down"` and `Retry-After` (at once while the
+    outage's probe has not seen the ledger again); on a full SQLite ledger disk: 503
+    `ledger.disk_full` with `ledger: "disk_full"`. Public, so the
     answer never carries the underlying error (which names hosts, ports and databases): that
     goes to the log."""
     outage: LedgerOutage = request.app.state.ledger_outage
+    detail = "the ledger database does not answer; retry"
+    body = {"ok": False, "reason_code": "ledger.unavailable", "detail": detail, "ledger": "down"}
+    if outage.down_since is not None:  # known: the outage's probe says when it is over
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
     try:
         length, _ = await asyncio.to_thread(state.store.head)
     except LedgerUnavailableError as exc:
         outage.failed(exc)
-        detail = "the ledger database does not answer; retry"
-        body = {"ok": False, "reason_code": "ledger.unavailable", "detail": detail, "ledger": "down"}
         return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
-    outage.recovered()
+    disk: LedgerDiskGuard = request.app.state.ledger_disk
+    if not disk.has_room():
+        body = {
+            "ok": False,
+            "reason_code": "ledger.disk_full",
+            "detail": "the ledger's disk is full; new intents are refused until space returns",
+            "ledger": "disk_full",
+        }
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
     try:
         await asyncio.wait_for(state.client.service_client.check_health(), 2.0)
     except Exception as exc:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import (
     Engine,
     create_engine,
@@ -25,13 +27,12 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from turngate.ledger.errors import LedgerError, LedgerUnavailableError
+from turngate.ledger.pg_bounds import DEFAULT_LEDGER_TIMEOUT_S, bound_options, bounded_connect, unbounded
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
 #: Key of the PostgreSQL advisory lock that serializes ledger writers and migrations.
 PG_WRITE_LOCK_KEY = 0x7475726E67617465 & 0x7FFFFFFFFFFFFFFF  # "turngate"
-#: Seconds to wait for a PostgreSQL connection before the ledger is reported unavailable.
-PG_CONNECT_TIMEOUT_S = 10
 #: URL schemes that mean PostgreSQL through psycopg 3 (the only PostgreSQL driver installed).
 PG_SCHEMES = frozenset({"postgresql", "postgresql+psycopg", "postgres"})
 WRITE_OPTION = "turngate_write"
@@ -113,38 +114,57 @@ def is_sqlite_memory(url: str | URL) -> bool:
     return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
 
 
-def postgres_connect_args(url: URL, *, busy_timeout_ms: int) -> dict[str, Any]:
+def postgres_connect_args(
+    url: URL, *, busy_timeout_ms: int, timeout_s: float = DEFAULT_LEDGER_TIMEOUT_S
+) -> dict[str, Any]:
     """PostgreSQL only: psycopg connection parameters added to the ones in the URL.
 
     ``lock_timeout`` plays the role of SQLite's ``busy_timeout``: a writer that cannot get the
     ledger's write lock (or a table lock) in time fails with :class:`LedgerUnavailableError`.
-    Settings already in the URL (``?connect_timeout=``, ``?application_name=``, an ``options``
-    that sets ``lock_timeout``) win.
+    ``timeout_s`` bounds connecting, the server's statements and idle transactions, and the TCP
+    link (``ledger/pg_bounds.py``). Settings already in the URL (``?connect_timeout=``,
+    ``?application_name=``, ``?keepalives=``..., an ``options`` that sets ``lock_timeout`` or
+    ``statement_timeout``) win.
     """
     query = {key: value if isinstance(value, str) else value[-1] for key, value in url.query.items()}
+    bounds = bound_options(timeout_s)
     args: dict[str, Any] = {}
     options = query.get("options", "")
     if "lock_timeout" not in options:
-        args["options"] = f"{options} -c lock_timeout={int(busy_timeout_ms)}".strip()
-    if "connect_timeout" not in query:
-        args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+        options = f"{options} -c lock_timeout={int(busy_timeout_ms)}".strip()
+    statement = bounds.pop("statement")
+    if "statement_timeout" not in options:
+        options = f"{options} {statement}".strip()
+    if options != query.get("options", ""):
+        args["options"] = options
+    for name, value in bounds.items():
+        if name not in query:
+            args[name] = value
     if "application_name" not in query:
         args["application_name"] = "turngate-ledger"
     return args
 
 
-def create_ledger_engine(url: str | URL, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
-    """An engine configured for the ledger (pragmas and BEGIN handling on SQLite)."""
+def create_ledger_engine(
+    url: str | URL,
+    *,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    timeout_s: float = DEFAULT_LEDGER_TIMEOUT_S,
+) -> Engine:
+    """An engine configured for the ledger (pragmas and BEGIN handling on SQLite; on PostgreSQL
+    every round trip bounded by ``timeout_s``)."""
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "postgresql":
         # --- PostgreSQL only ---------------------------------------------------------------
         # READ COMMITTED (the default) for writers; readers ask for REPEATABLE READ per
         # connection (LedgerStore._read_engine).
-        return create_engine(
+        engine = create_engine(
             parsed,
             pool_pre_ping=True,
-            connect_args=postgres_connect_args(parsed, busy_timeout_ms=busy_timeout_ms),
+            connect_args=postgres_connect_args(parsed, busy_timeout_ms=busy_timeout_ms, timeout_s=timeout_s),
         )
+        event.listen(engine, "do_connect", bounded_connect(timeout_s))
+        return engine
     # --- SQLite only ---------------------------------------------------------------------
     memory = is_sqlite_memory(parsed)
     if memory:
@@ -183,7 +203,12 @@ def migrate(conn: Connection, revision: str = "head", *, downgrade: bool = False
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
     config.attributes["connection"] = conn
-    (command.downgrade if downgrade else command.upgrade)(config, revision)
+    current = set(MigrationContext.configure(conn).get_current_heads())
+    wanted = set(ScriptDirectory.from_config(config).get_heads()) if revision == "head" else {revision}
+    # A schema change (a backfill of a large ledger) may rightly run longer than one round trip's
+    # bound; the usual start, with nothing to do, keeps it.
+    with unbounded(conn) if downgrade or current != wanted else nullcontext():
+        (command.downgrade if downgrade else command.upgrade)(config, revision)
 
 
 @contextmanager

@@ -61,6 +61,7 @@ from turngate.ledger.listen import (
     PollingChangeListener,
     PostgresChangeListener,
 )
+from turngate.ledger.pg_bounds import DEFAULT_LEDGER_TIMEOUT_S
 from turngate.ledger.ref_candidates import choose_ref_candidates, turn_elsewhere_statement
 from turngate.ledger.rows import (
     RowKeys,
@@ -111,12 +112,19 @@ def _positional(row: dict[str, Any]) -> tuple[Any, ...]:
 class LedgerStore:
     """The ledger. Open it with a SQLAlchemy URL; it migrates the schema to head on open."""
 
-    def __init__(self, url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        timeout_s: float = DEFAULT_LEDGER_TIMEOUT_S,
+    ) -> None:
         parsed = normalize_url(url)
         #: The URL with any password masked (safe to log).
         self.url = parsed.render_as_string(hide_password=True)
         self._memory = is_sqlite_memory(parsed)
         self._busy_timeout_ms = busy_timeout_ms
+        self._timeout_s = timeout_s
         self._write_lock = threading.Lock()
         # actor rows this store saw committed: appends skip writing them again
         self._known_actors = summary.KnownActors()
@@ -126,7 +134,7 @@ class LedgerStore:
         self._marker_conn: Any = None
         self._closed = False
         with unavailable_on_db_errors(f"open of {self.url}"):
-            self._engine = create_ledger_engine(parsed, busy_timeout_ms=busy_timeout_ms)
+            self._engine = create_ledger_engine(parsed, busy_timeout_ms=busy_timeout_ms, timeout_s=timeout_s)
             self._read_engine = self._engine
             if self._engine.dialect.name == "postgresql":
                 # --- PostgreSQL only: one snapshot per read transaction, never a write ------
@@ -602,7 +610,11 @@ class LedgerStore:
             # --- PostgreSQL only ---------------------------------------------------------------
             _args, params = self._engine.dialect.create_connect_args(self._engine.url)
             params.pop("context", None)  # SQLAlchemy's adapters map, not a libpq parameter
-            params.update(postgres_connect_args(self._engine.url, busy_timeout_ms=self._busy_timeout_ms))
+            params.update(
+                postgres_connect_args(
+                    self._engine.url, busy_timeout_ms=self._busy_timeout_ms, timeout_s=self._timeout_s
+                )
+            )
             params["application_name"] = "turngate-ledger-listen"
             return PostgresChangeListener(dict(params), channel=NOTIFY_CHANNEL)
         return PollingChangeListener(self.change_marker, poll_interval_s=poll_interval_s)

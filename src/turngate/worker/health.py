@@ -55,13 +55,12 @@ class WorkerHealth:
         try:
             await asyncio.wait_for(asyncio.to_thread(self._check_ledger), CHECK_TIMEOUT_S)
         except Exception as exc:
-            state = HealthState(False, "ledger.unavailable", f"{type(exc).__name__}: {exc}", time.monotonic())
+            state = HealthState(False, "ledger.unavailable", _why(exc), time.monotonic())
         else:
             try:
                 await asyncio.wait_for(self._client.service_client.check_health(), CHECK_TIMEOUT_S)
             except Exception as exc:
-                detail = f"{type(exc).__name__}: {exc}"
-                state = HealthState(False, "temporal.unavailable", detail, time.monotonic())
+                state = HealthState(False, "temporal.unavailable", _why(exc), time.monotonic())
             else:
                 state = HealthState(True, None, "ledger and temporal answer", time.monotonic())
         if state.ok != self._state.ok:
@@ -81,6 +80,13 @@ class WorkerHealth:
                 False, "health.stale", "the health check has not run recently", state.checked_at
             )
         return state
+
+
+def _why(exc: BaseException) -> str:
+    """A failed check's detail; a check cut off by its timeout says so (its message is empty)."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return f"no answer within {CHECK_TIMEOUT_S:g} s (a partition, or a server that hangs)"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class _QuietHandler(WSGIRequestHandler):

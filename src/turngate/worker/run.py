@@ -65,7 +65,7 @@ async def running_worker(
     configure_genai_metrics(WORKER_SERVICE)  # gen_ai.client.* over OTLP when OTEL_* asks for it
     client = client or await connect(settings)
     await ensure_search_attributes(client)
-    store = LedgerStore(settings.effective_ledger_url)
+    store = LedgerStore(settings.effective_ledger_url, timeout_s=settings.ledger_timeout_s)
     try:  # a changed policy that kept its version must not decide under the old name
         for policy in [load_policy(settings.policy_module, settings.policy_object)] + [
             load_policy(name) for name in settings.shadow_policies
@@ -100,7 +100,7 @@ async def running_worker(
     ]
     turn_activities += [calls.call_provider] if local else []
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")
-    steps = TurnStepActivities(store, ledger, calls, executor)
+    steps = TurnStepActivities(store, ledger, calls, executor, ledger_wait_s=settings.ledger_wait_s)
     turn_activities += [steps.call_and_record] if local else []
     workers = [
         Worker(
