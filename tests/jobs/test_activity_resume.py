@@ -6,27 +6,42 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from tests.jobs.helpers import EmbedLog, counting_factory, many_docs, store_docs
-from turngate.artifacts import LocalArtifactStore
+from turngate.artifacts import ArtifactUnavailableError, LocalArtifactStore
 from turngate.core.manifest import ArtifactPointer
-from turngate.jobs.activities import INGEST_BATCH, JobActivities
+from turngate.jobs.activities import JobActivities
 from turngate.jobs.cases.embedders import EmbedderSpec
 from turngate.jobs.domain.chunking import ChunkParams
-from turngate.jobs.domain.models import EmbedInput, IngestInput, JobOptions
+from turngate.jobs.domain.models import SEGMENT_KIND, EmbedInput, IngestInput, JobOptions
 
-OPTIONS = JobOptions(wall_clock_s=60)
+PER = 3  # items per checkpoint
+OPTIONS = JobOptions(wall_clock_s=60, checkpoint_items=PER)
 
 
 class CountingStore(LocalArtifactStore):
+    """Counts reads; with ``fail_segment`` set, the put of that segment (1-based) fails as an
+    unreachable store does (the attempt ends, its last heartbeat stays)."""
+
     def __init__(self, root: Any) -> None:
         super().__init__(root)
         self.reads: list[str] = []
+        self.fail_segment: int | None = None
+        self.segments = 0
 
     def get(self, ref: ArtifactPointer | str) -> bytes:
         self.reads.append(ref.sha256 if isinstance(ref, ArtifactPointer) else ref)
         return super().get(ref)
+
+    def put(self, data: bytes, **kw: Any) -> ArtifactPointer:
+        if kw.get("kind") == SEGMENT_KIND:
+            self.segments += 1
+            if self.segments == self.fail_segment:
+                raise ArtifactUnavailableError("the store went away")
+        return super().put(data, **kw)
 
 
 def _env(heartbeats: list[dict[str, Any]], details: dict[str, Any] | None = None) -> ActivityEnvironment:
@@ -38,20 +53,36 @@ def _env(heartbeats: list[dict[str, Any]], details: dict[str, Any] | None = None
 
 
 async def test_ingest_resumes_after_the_last_stored_segment(tmp_path) -> None:
+    docs = many_docs(PER + 4)
+    reference = LocalArtifactStore(tmp_path / "reference")
+    full = await ActivityEnvironment().run(JobActivities(reference).ingest, _ingest_job(reference, docs))
     store = CountingStore(tmp_path / "a")
-    refs = store_docs(store, many_docs(INGEST_BATCH + 4))
-    job = IngestInput(
-        case_id="c", documents=refs, chunking=ChunkParams(size=200, overlap=20), options=OPTIONS
-    )
+    job = _ingest_job(store, docs)
+    refs = job.documents
     acts = JobActivities(store)
     beats: list[dict[str, Any]] = []
-    full = await _env(beats).run(acts.ingest, job)
-    after_first = next(b for b in beats if b["cursor"] == INGEST_BATCH)
+    store.fail_segment = 2  # the first attempt stores one segment, then loses the store
+    with pytest.raises(ApplicationError, match="the store went away"):
+        await _env(beats).run(acts.ingest, job)
+    after_first = beats[-1]
+    assert after_first["cursor"] == PER and len(after_first["pending"]) == 1
     store.reads.clear()
     resumed = await _env([], after_first).run(acts.ingest, job)
-    assert resumed == full
+    assert (resumed.chunks.sha256, resumed.documents, resumed.chunk_count) == (
+        full.chunks.sha256,
+        full.documents,
+        full.chunk_count,
+    )
     read_docs = {r.artifact.sha256 for r in refs} & set(store.reads)
-    assert read_docs == {r.artifact.sha256 for r in refs[INGEST_BATCH:]}  # the first batch is not re-read
+    assert read_docs == {r.artifact.sha256 for r in refs[PER:]}  # the first batch is not re-read
+    # the job's scratch (its ingest segments) is gone: the chunk manifest holds what they held
+    assert not [a for a in store.iter_artifacts() if a.kind == SEGMENT_KIND]
+
+
+def _ingest_job(store: LocalArtifactStore, docs: dict[str, bytes]) -> IngestInput:
+    return IngestInput(
+        case_id="c", documents=store_docs(store, docs), chunking=ChunkParams(size=200, overlap=20), options=OPTIONS
+    )
 
 
 async def test_embed_resumes_at_the_cursor(tmp_path) -> None:

@@ -18,11 +18,10 @@ from turngate.jobs.cases.embedders import EmbedderSpec
 from turngate.jobs.cases.segments import load_chunk, load_chunk_manifest
 from turngate.jobs.control import get_job_status, start_job
 from turngate.jobs.domain.chunking import ChunkParams
-from turngate.jobs.domain.models import EmbedInput, IngestInput, JobOptions
+from turngate.jobs.domain.models import EmbedInput, IngestInput, JobCheckpoint, JobOptions
 from turngate.jobs.domain.queues import JobConcurrency, JobQueues
-from turngate.jobs.heartbeat import Checkpoint
 
-FAST = JobOptions(wall_clock_s=60, heartbeat_timeout_s=5)
+FAST = JobOptions(wall_clock_s=60, heartbeat_timeout_s=5, checkpoint_items=2)
 
 
 async def _ingest(client: Client, store: ArtifactStore, n_docs: int) -> ArtifactPointer:
@@ -113,12 +112,13 @@ async def test_cancel_stops_the_activity(temporal_client, store) -> None:
         assert len(log.texts) == embedded < 40  # nothing embedded after the cancel
         status = await get_job_status(temporal_client, handle.id)
         assert status.state == "cancelled" and status.finished_at
+        assert status.error == {"type": "job.cancelled", "message": "the job was cancelled"}
 
 
 async def test_wall_clock_limit_ends_as_timed_out(temporal_client, store) -> None:
     chunks = await _ingest(temporal_client, store, 40)
     log = EmbedLog(delay_s=0.2)
-    options = JobOptions(wall_clock_s=1, heartbeat_timeout_s=5)
+    options = JobOptions(wall_clock_s=1, heartbeat_timeout_s=5, checkpoint_items=2)
     async with running_jobs(temporal_client, store, log=log) as (queues, _):
         handle = await start_job(
             temporal_client,
@@ -145,7 +145,7 @@ async def test_stopped_worker_resumes_without_re_embedding(temporal_client, stor
     queues = JobQueues(prefix=f"jobs-{uuid.uuid4().hex[:8]}")
     first, second = EmbedLog(hold_after=4), EmbedLog()  # the first worker gets stuck after 8 chunks
     handle = None
-    seen = Checkpoint(started_at="")
+    seen = JobCheckpoint(started_at="")
 
     async def server_cursor_at_least(n: int) -> bool:
         nonlocal seen
@@ -154,7 +154,7 @@ async def test_stopped_worker_resumes_without_re_embedding(temporal_client, stor
         if not pending or not pending[0].heartbeat_details.payloads:
             return False
         [details] = await temporal_client.data_converter.decode(pending[0].heartbeat_details.payloads)
-        seen = Checkpoint.model_validate(details)
+        seen = JobCheckpoint.model_validate(details)
         return seen.cursor >= n
 
     async with running_jobs(temporal_client, store, log=first, queues=queues):

@@ -85,7 +85,13 @@ async def submit_job(request: Request, state: ApiState, data: dict[str, Any]) ->
     except AdmissionError as exc:
         return admission_response(exc)
     job_type = intent.job_type
-    job_id = job_id_for(job_type, state.settings.job_queue_prefix, principal.tenant_id, intent.correlation_id)
+    job_id = job_id_for(
+        job_type,
+        state.settings.job_queue_prefix,
+        principal.tenant_id,
+        intent.correlation_id,
+        case_id=body.case_id,
+    )
     try:
         existing = await _existing(state.client, job_id)
         if existing is None:
