@@ -81,7 +81,10 @@ async def test_ingest_resumes_after_the_last_stored_segment(tmp_path) -> None:
 
 def _ingest_job(store: LocalArtifactStore, docs: dict[str, bytes]) -> IngestInput:
     return IngestInput(
-        case_id="c", documents=store_docs(store, docs), chunking=ChunkParams(size=200, overlap=20), options=OPTIONS
+        case_id="c",
+        documents=store_docs(store, docs),
+        chunking=ChunkParams(size=200, overlap=20),
+        options=OPTIONS,
     )
 
 

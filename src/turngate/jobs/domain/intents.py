@@ -77,7 +77,9 @@ class EmbedderIn(_Strict):
     kind: Literal["offline", "openai", "ollama"] = "offline"
     model: str | None = None
     dim: Annotated[int, Field(ge=8, le=8192)] | None = None
-    batch_size: Annotated[int, Field(ge=1, le=2048)] = 64
+    # texts per embedding call; None: TURNGATE_JOB_EMBED_BATCH_SIZE. Checkpoints group calls
+    # into at least TURNGATE_JOB_CHECKPOINT_ITEMS chunks, so a small batch costs calls, not files.
+    batch_size: Annotated[int, Field(ge=1, le=2048)] | None = None
 
 
 class IngestBody(_Strict):
@@ -175,6 +177,5 @@ def embedder_spec(chosen: EmbedderIn | None, settings: Settings) -> EmbedderSpec
         spec["dim"] = dim
     elif kind != "offline":
         spec["dim"] = None  # the model's own dimension
-    if chosen is not None:
-        spec["batch_size"] = chosen.batch_size
+    spec["batch_size"] = (chosen.batch_size if chosen else None) or settings.job_embed_batch_size
     return EmbedderSpec.model_validate(spec)
