@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.payloads import SYSTEM_ERROR, DecisionPayload, ExecutionPayload
     from turngate.core.refs import ref_lookup_ids
     from turngate.workflows import adoption
+    from turngate.workflows.activity_summaries import BEGIN_SUMMARY, append_summary
     from turngate.workflows.patches import TURN_SHAPE_INDEXED_STEP, TURN_SHAPE_ONE_STEP
     from turngate.workflows.shared import (
         SA_DECISION,
@@ -105,6 +106,7 @@ class TurnWorkflow:
             ),
             start_to_close_timeout=ARTIFACT_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
+            summary=BEGIN_SUMMARY,
         )
         self._recorded["INTENT"] = _recorded(begin.intent)
         return begin
@@ -312,6 +314,7 @@ class TurnWorkflow:
             if inp.manifest or inp.snapshots
             else LEDGER_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
+            summary=append_summary(inp),
         )
 
 

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.turn_rules import deny_or_continue
     from turngate.prompts.pack_builders import pack_builders
     from turngate.prompts.token_estimators import loaded_estimator
+    from turngate.workflows.activity_summaries import external_refs_summary
     from turngate.workflows.context_scope import spec_version, with_external
     from turngate.workflows.decision_record import (
         message_artifact,
@@ -330,6 +331,7 @@ async def _external_context(intent: Event) -> ExternalContext | None:
             ),
             start_to_close_timeout=EXTERNAL_REFS_TIMEOUT,
             retry_policy=EXTERNAL_REFS_RETRY,
+            summary=external_refs_summary(len(refs)),
         )
     except ActivityError as exc:
         cause = exc.cause
