@@ -146,6 +146,7 @@ class _JobWorkflow:
     def _complete(self, result: R) -> R:
         self._progress.state = "completed"
         self._progress.finished_at = _now()
+        self._details()
         self._record_final()
         return result
 
@@ -157,8 +158,14 @@ class _JobWorkflow:
         p.items_total = checkpoint.items_total
         p.items_done = max(p.items_done, checkpoint.items_done, checkpoint.cursor)
         p.steps = checkpoint.steps
-        elapsed = (workflow.now() - _parse(checkpoint.started_at)).total_seconds()
-        p.rate_per_s = round(p.items_done / elapsed, 1) if elapsed > 0 else None
+        self._details()
+
+    def _details(self) -> None:
+        """The rate so far, and the UI's current details (no history event: a query answers)."""
+        p = self._progress
+        if p.started_at:
+            elapsed = (workflow.now() - _parse(p.started_at)).total_seconds()
+            p.rate_per_s = round(p.items_done / elapsed, 1) if elapsed > 0 else None
         workflow.set_current_details(job_details(self.stage, p, self.unit, run=workflow.info().run_id))
 
     @staticmethod

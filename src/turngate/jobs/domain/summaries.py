@@ -63,7 +63,7 @@ def job_details(stage: str, progress: JobProgress, unit: str, *, run: str | None
     """The current details after a step: stage, items done of total, rate."""
     rate = f" · {progress.rate_per_s:,.1f} {unit}/s" if progress.rate_per_s is not None else ""
     lines = [
-        f"**{stage}**: {progress.items_done:,} of {progress.items_total:,} {unit} "
+        f"**{stage}** {progress.state}: {progress.items_done:,} of {progress.items_total:,} {unit} "
         f"({progress.percent:.1f}%){rate}",
         f"steps run: {progress.steps}" + (f" · run `{run}`" if run else ""),
     ]
