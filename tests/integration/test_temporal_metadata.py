@@ -21,7 +21,6 @@ from turngate.encryption import ENCODING
 from turngate.temporal_client import connect
 
 
-
 async def _text(client: Client, payload: Payload) -> str:
     [value] = await client.data_converter.decode([payload], [str])
     return str(value)
@@ -56,7 +55,9 @@ async def test_a_turn_and_a_job_read_back_through_the_temporal_api(tmp_path, tem
     thread = f"th-{uuid.uuid4().hex[:8]}"
     case = f"Case {uuid.uuid4().hex[:6]}"
     async with running_stack(settings) as stack:
-        response = await stack.chat("Summarise the lighthouse log", correlation_id=correlation, thread_id=thread)
+        response = await stack.chat(
+            "Summarise the lighthouse log", correlation_id=correlation, thread_id=thread
+        )
         assert response.status_code == 202, response.text
 
         # the turn: found by its thread id and by its correlation id
