@@ -10,7 +10,6 @@ import os
 import uuid
 from typing import Any
 
-import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
