@@ -4,6 +4,7 @@ are neither re-read nor re-stored, and the result equals an uninterrupted run.""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from turngate.core.manifest import ArtifactPointer
 from turngate.jobs.activities import JobActivities
 from turngate.jobs.cases.embedders import EmbedderSpec
 from turngate.jobs.domain.chunking import ChunkParams
-from turngate.jobs.domain.models import SEGMENT_KIND, EmbedInput, IngestInput, JobOptions
+from turngate.jobs.domain.models import SEGMENT_GROUP_SIZE, SEGMENT_KIND, EmbedInput, IngestInput, JobOptions
 
 PER = 3  # items per checkpoint
 OPTIONS = JobOptions(wall_clock_s=60, checkpoint_items=PER)
@@ -108,3 +109,36 @@ async def test_embed_resumes_at_the_cursor(tmp_path) -> None:
     )
     assert resumed == full
     assert len(first.texts) == 10 and len(second.texts) == 4  # only the chunks after the cursor
+
+
+async def test_heartbeats_stay_small_and_segment_groups_are_collected(tmp_path) -> None:
+    """One segment per document: past SEGMENT_GROUP_SIZE segments the heartbeat lists a group
+    instead (its size bounded), a resume reads the group, and the finished job leaves no
+    checkpoint artifact behind."""
+    store = LocalArtifactStore(tmp_path / "a")
+    n = SEGMENT_GROUP_SIZE + 6
+    job = IngestInput(
+        case_id="c",
+        documents=store_docs(store, many_docs(n, words=5)),
+        options=JobOptions(wall_clock_s=60, checkpoint_items=1),
+    )
+    beats: list[dict[str, Any]] = []
+    full = await _env(beats).run(JobActivities(store).ingest, job)
+    sizes = [len(json.dumps(b)) for b in beats]
+    assert max(sizes) < 8 * 1024, "a heartbeat grew with the job"
+    grouped = next(b for b in beats if b["groups"] and b["cursor"] == SEGMENT_GROUP_SIZE + 2)
+    assert grouped["group_count"] == 1 and len(grouped["pending"]) == 2
+    assert full.documents == n
+    assert not [a for a in store.iter_artifacts() if a.retention == "snapshot"], "checkpoints left behind"
+
+    # a resume from the grouped checkpoint (the job's scratch written again first: a second
+    # store holding what the first attempt had stored)
+    again = LocalArtifactStore(tmp_path / "b")
+    job_b = job.model_copy(update={"documents": store_docs(again, many_docs(n, words=5))})
+    beats_b: list[dict[str, Any]] = []
+    first = CountingStore(tmp_path / "b")
+    first.fail_segment = SEGMENT_GROUP_SIZE + 3
+    with pytest.raises(ApplicationError):
+        await _env(beats_b).run(JobActivities(first).ingest, job_b)
+    resumed = await _env([], beats_b[-1]).run(JobActivities(again).ingest, job_b)
+    assert (resumed.chunks.sha256, resumed.chunk_count) == (full.chunks.sha256, full.chunk_count)

@@ -176,3 +176,34 @@ async def test_stopped_worker_resumes_without_re_embedding(temporal_client, stor
     assert not again & done_before, "chunks checkpointed before the crash were embedded again"
     assert {text_of[t] for t in first.texts + second.texts} == set(ids)
     assert len(second.texts) <= 24 - seen.cursor
+
+
+async def test_a_long_job_continues_as_new_within_its_history_bound(temporal_client, store) -> None:
+    """Steps of one checkpoint each and a 20-event bound: the job runs as several runs, each
+    within the bound plus one step, carries its cursor (every chunk embedded once), and ends
+    with its memo, summary and status as a one-run job's."""
+    chunks = await _ingest(temporal_client, store, 24)
+    log = EmbedLog()
+    options = JobOptions(
+        wall_clock_s=60, heartbeat_timeout_s=5, checkpoint_items=2, step_s=0.001, history_events_max=20
+    )
+    async with running_jobs(temporal_client, store, log=log) as (queues, _):
+        handle = await start_job(
+            temporal_client,
+            "case.embed",
+            _embed_input(chunks, options=options),
+            job_id=f"job-embed-{uuid.uuid4().hex}",
+            queues=queues,
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+        status = await get_job_status(temporal_client, handle.id)
+    assert result.chunk_count == 24 and sorted(log.texts) == sorted(set(log.texts)) and len(log.texts) == 24
+    runs = [wf async for wf in temporal_client.list_workflows(f"WorkflowId = '{handle.id}'")]
+    assert len(runs) >= 3, "the job never continued as new"
+    for run in runs:
+        events = (
+            await temporal_client.get_workflow_handle(handle.id, run_id=run.run_id).fetch_history()
+        ).events
+        assert len(events) <= 20 + 8  # the bound, plus the step that crossed it
+    assert status.state == "completed" and status.items_done == status.items_total == 24
+    assert status.case_id == "c1" and status.started_at  # the memo carried over
