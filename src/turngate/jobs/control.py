@@ -12,6 +12,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -44,7 +47,7 @@ from turngate.jobs.domain.models import (
     JobStatus,
     JobType,
 )
-from turngate.jobs.domain.queues import JOB_TYPE_OF_WORKFLOW, WORKFLOW_NAMES, JobQueues
+from turngate.jobs.domain.queues import JOB_TYPE_OF_WORKFLOW, WORKFLOW_NAMES, JobConcurrency, JobQueues
 from turngate.jobs.domain.summaries import job_static_details, job_summary
 from turngate.workflows.shared import SA_CASE_ID, SA_CORRELATION_ID, SA_JOB_TYPE, SA_TENANT_ID
 
@@ -223,9 +226,17 @@ async def list_jobs(
 RUNTIME_SAMPLE = 200
 
 
-async def job_runtime(client: Client, *, queue_max: int, queues: JobQueues | None = None) -> dict[str, Any]:
+async def job_runtime(
+    client: Client,
+    *,
+    queue_max: int,
+    queues: JobQueues | None = None,
+    concurrency: JobConcurrency | None = None,
+) -> dict[str, Any]:
     """``/status``'s ``job_runtime`` per job type: jobs waiting for a slot (``queue_sizes``) and
-    running (``active_counts``). Open jobs are counted by one visibility count per type; the
+    running (``active_counts``), the worker processes polling each type's queue (``workers``)
+    and, with the per-worker ``concurrency``, the jobs of each type that can run at once across
+    them (``effective_concurrency``). Open jobs are counted by one visibility count per type; the
     split reads the newest :data:`RUNTIME_SAMPLE` open jobs (the running ones are among them:
     concurrency is small)."""
     open_counts = {t: await count_open_jobs(client, t, queues=queues) for t in JOB_TYPES}
@@ -235,7 +246,34 @@ async def job_runtime(client: Client, *, queue_max: int, queues: JobQueues | Non
             if job.state == "running":
                 active_counts[job.type] += 1
     queue_sizes = {t: max(open_counts[t] - active_counts[t], 0) for t in JOB_TYPES}
-    return {"queue_sizes": queue_sizes, "active_counts": active_counts, "queue_max": queue_max}
+    runtime: dict[str, Any] = {
+        "queue_sizes": queue_sizes,
+        "active_counts": active_counts,
+        "queue_max": queue_max,
+    }
+    if concurrency is not None:
+        workers = await job_workers_polling(client, queues=queues)
+        runtime["workers"] = workers
+        runtime["effective_concurrency"] = {t: concurrency.for_type(t) * workers[t] for t in JOB_TYPES}
+    return runtime
+
+
+async def job_workers_polling(client: Client, *, queues: JobQueues | None = None) -> dict[JobType, int]:
+    """Worker processes (distinct identities) polling each job type's activity queue lately:
+    each runs up to its ``TURNGATE_JOB_CONCURRENCY_*`` jobs of the type at once."""
+    queues = queues or JobQueues()
+    out: dict[JobType, int] = {}
+    for job_type in JOB_TYPES:
+        described = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=queues.for_type(job_type)),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            ),
+            timeout=timedelta(seconds=5),
+        )
+        out[job_type] = len({poller.identity for poller in described.pollers})
+    return out
 
 
 async def count_open_jobs(client: Client, job_type: JobType, *, queues: JobQueues | None = None) -> int:
