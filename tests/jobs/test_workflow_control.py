@@ -207,3 +207,36 @@ async def test_a_long_job_continues_as_new_within_its_history_bound(temporal_cli
         assert len(events) <= 20 + 8  # the bound, plus the step that crossed it
     assert status.state == "completed" and status.items_done == status.items_total == 24
     assert status.case_id == "c1" and status.started_at  # the memo carried over
+
+
+async def test_a_global_limit_holds_across_two_worker_processes(temporal_client, store) -> None:
+    """Two workers on the same queues (two processes, as Temporal sees them: two identities),
+    each with one embed slot, and jobs limited to one slot globally: two embed jobs never run at
+    the same time, and the waiting one shows as queued."""
+    chunks = await _ingest(temporal_client, store, 10)
+    log = EmbedLog(delay_s=0.1)
+    queues = JobQueues(prefix=f"jobs-{uuid.uuid4().hex[:8]}")
+    options = FAST.model_copy(update={"slots": 1})
+    second = await Client.connect(
+        temporal_client.service_client.config.target_host,
+        data_converter=temporal_client.data_converter,
+        identity=f"second-worker-{uuid.uuid4().hex[:6]}",
+    )
+    async with (
+        running_jobs(temporal_client, store, log=log, queues=queues, concurrency=JobConcurrency(embed=1)),
+        running_jobs(second, store, log=log, queues=queues, concurrency=JobConcurrency(embed=1)),
+    ):
+        handles = [
+            await start_job(
+                temporal_client,
+                "case.embed",
+                _embed_input(chunks, options=options),
+                job_id=f"job-embed-{i}-{uuid.uuid4().hex}",
+                queues=queues,
+            )
+            for i in range(2)
+        ]
+        await asyncio.gather(*(asyncio.wait_for(h.result(), 60) for h in handles))
+    (_, a_end), (b_start, _) = sorted(log.lifetimes)
+    assert a_end <= b_start, "two embed jobs ran at the same time across the two workers"
+    assert len(log.texts) == 20

@@ -284,8 +284,8 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
                 "case.embed": state.settings.job_concurrency_embed,
                 "case.index": state.settings.job_concurrency_index,
             },
-            # case.*: concurrency is per worker process; across the worker processes polling
-            # each job queue now, this many jobs of the type can run at once
+            # case.*: the worker processes polling each job queue now, and how many jobs of the
+            # type can run at once across them (the concurrency, a global limit; 0: no worker)
             "job_workers": jobs.get("workers", {}),
             "effective_concurrency": jobs.get("effective_concurrency", {}),
             # This API process's admitted, unfinished turns (TURNGATE_TURN_QUEUE_MAX applies to it).

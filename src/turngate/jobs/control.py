@@ -235,8 +235,9 @@ async def job_runtime(
 ) -> dict[str, Any]:
     """``/status``'s ``job_runtime`` per job type: jobs waiting for a slot (``queue_sizes``) and
     running (``active_counts``), the worker processes polling each type's queue (``workers``)
-    and, with the per-worker ``concurrency``, the jobs of each type that can run at once across
-    them (``effective_concurrency``). Open jobs are counted by one visibility count per type; the
+    and, with the configured ``concurrency``, the jobs of each type that can run at once
+    (``effective_concurrency``: the configured value, a global limit for jobs started with
+    ``slots``, while at least one worker polls; 0 with none). Open jobs are counted by one visibility count per type; the
     split reads the newest :data:`RUNTIME_SAMPLE` open jobs (the running ones are among them:
     concurrency is small)."""
     open_counts = {t: await count_open_jobs(client, t, queues=queues) for t in JOB_TYPES}
@@ -254,7 +255,9 @@ async def job_runtime(
     if concurrency is not None:
         workers = await job_workers_polling(client, queues=queues)
         runtime["workers"] = workers
-        runtime["effective_concurrency"] = {t: concurrency.for_type(t) * workers[t] for t in JOB_TYPES}
+        runtime["effective_concurrency"] = {
+            t: concurrency.for_type(t) if workers[t] else 0 for t in JOB_TYPES
+        }
     return runtime
 
 

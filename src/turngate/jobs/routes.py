@@ -52,7 +52,7 @@ from turngate.jobs.domain.models import (
     JobStatus,
     JobType,
 )
-from turngate.jobs.domain.queues import job_queues
+from turngate.jobs.domain.queues import job_concurrency, job_queues
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.uploads import is_own_upload, upload_kind
@@ -184,6 +184,8 @@ async def _job_input(
         wall_clock_s=_wall_clock(state.settings, intent.job_type),
         checkpoint_items=state.settings.job_checkpoint_items,
         step_s=state.settings.job_step_s,
+        # the job type's concurrency holds across every worker process (slot workflows)
+        slots=job_concurrency(state.settings).for_type(intent.job_type),
     )
     if isinstance(body, IngestBody):
         documents = [

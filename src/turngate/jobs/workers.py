@@ -23,7 +23,7 @@ from turngate.jobs.cases.registry import CaseRegistry
 from turngate.jobs.domain.embedder_spec import EmbedderSpec
 from turngate.jobs.domain.models import JOB_TYPES
 from turngate.jobs.domain.queues import JobConcurrency, JobQueues
-from turngate.jobs.workflows import CaseEmbedWorkflow, CaseIndexWorkflow, CaseIngestWorkflow
+from turngate.jobs.workflows import CaseEmbedWorkflow, CaseIndexWorkflow, CaseIngestWorkflow, JobSlotWorkflow
 
 
 def job_workers(
@@ -65,7 +65,7 @@ def job_workers(
         Worker(
             client,
             task_queue=queues.for_type(job_type),
-            workflows=[per_type[job_type][0]],
+            workflows=[per_type[job_type][0], JobSlotWorkflow],
             activities=per_type[job_type][1],
             max_concurrent_activities=concurrency.for_type(job_type),
             max_heartbeat_throttle_interval=heartbeat_throttle,

@@ -28,8 +28,14 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, is_cancelled_exception
-from temporalio.workflow import ActivityCancellationType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    TimeoutError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
+from temporalio.workflow import ActivityCancellationType, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from turngate.jobs.activity_definitions import (
@@ -65,6 +71,9 @@ JobInput = IngestInput | EmbedInput | IndexInput
 # The activity enforces the wall clock itself; Temporal's start-to-close is only a backstop for
 # an attempt that stops cooperating (a blocking call that never yields).
 BACKSTOP_GRACE = timedelta(seconds=60)
+#: How often a job waiting for a slot tries again (each try is a few history events per slot).
+SLOT_POLL = timedelta(seconds=5)
+JOB_SLOT_WORKFLOW = "JobSlotWorkflow"
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
 
 
@@ -106,6 +115,8 @@ class _JobWorkflow:
         checkpoint = input.resume
         if checkpoint is not None:
             self._show(checkpoint)
+        if input.options.slots:
+            await self._guarded(self._take_slot(input))
         while True:
             opts = self._options(input.options) | {"summary": step_summary(self.stage, checkpoint, self.unit)}
             step = await self._guarded(run_step(checkpoint, opts))
@@ -120,6 +131,28 @@ class _JobWorkflow:
                 # memo and search attributes carry over; within a run every step gets the same
                 # input (one stored payload when it is large), only the checkpoint changes
                 workflow.continue_as_new(input.model_copy(update={"resume": checkpoint}))
+
+    async def _take_slot(self, input: JobInput) -> None:
+        """Wait (state ``queued``) until one of the job type's ``slots`` slot workflows can be
+        started under its id; it ends when this run ends (the parent-close policy)."""
+        info = workflow.info()
+        slots = input.options.slots
+        while True:
+            for n in range(slots):
+                try:
+                    await workflow.start_child_workflow(
+                        JOB_SLOT_WORKFLOW,
+                        id=f"{info.task_queue}-slot-{n + 1}",
+                        task_queue=info.task_queue,
+                        parent_close_policy=ParentClosePolicy.TERMINATE,
+                        static_summary=f"{self.stage} slot {n + 1} of {slots}: held by {info.workflow_id}",
+                    )
+                    return
+                except WorkflowAlreadyStartedError:
+                    continue
+            if self._history_full(input.options):
+                workflow.continue_as_new(input)
+            await workflow.sleep(SLOT_POLL)
 
     async def _whole(
         self, options: JobOptions, call: Callable[[dict[str, Any]], Awaitable[R]], done: Callable[[R], int]
@@ -267,4 +300,14 @@ class CaseIndexWorkflow(_JobWorkflow):
         )
 
 
-JOB_WORKFLOWS = (CaseIngestWorkflow, CaseEmbedWorkflow, CaseIndexWorkflow)
+@workflow.defn(name=JOB_SLOT_WORKFLOW)
+class JobSlotWorkflow:
+    """One of a job type's slots, held while its job's run lasts: it waits until the parent
+    closes and terminates it (no event of its own after it started)."""
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+
+JOB_WORKFLOWS = (CaseIngestWorkflow, CaseEmbedWorkflow, CaseIndexWorkflow, JobSlotWorkflow)

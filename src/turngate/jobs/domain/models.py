@@ -57,6 +57,10 @@ class JobOptions(_Model):
     # run in steps (start_job sets it): a job recorded before steps existed lacks it and
     # replays its one whole-job activity
     steps: bool = False
+    # jobs of this type that may run at once across every worker process (a slot is a child
+    # workflow with one of ``slots`` ids: Temporal runs one workflow per id); 0: no global limit,
+    # only each worker's activity slots
+    slots: int = Field(default=0, ge=0, le=1_000)
 
 
 class JobCheckpoint(BaseModel):
