@@ -237,9 +237,9 @@ async def job_runtime(
     running (``active_counts``), the worker processes polling each type's queue (``workers``)
     and, with the configured ``concurrency``, the jobs of each type that can run at once
     (``effective_concurrency``: the configured value, a global limit for jobs started with
-    ``slots``, while at least one worker polls; 0 with none). Open jobs are counted by one visibility count per type; the
-    split reads the newest :data:`RUNTIME_SAMPLE` open jobs (the running ones are among them:
-    concurrency is small)."""
+    ``slots``, while at least one worker polls; 0 with none). Open jobs are counted by one
+    visibility count per type; the split reads the newest :data:`RUNTIME_SAMPLE` open jobs (the
+    running ones are among them: concurrency is small)."""
     open_counts = {t: await count_open_jobs(client, t, queues=queues) for t in JOB_TYPES}
     active_counts = dict.fromkeys(JOB_TYPES, 0)
     if any(open_counts.values()):
