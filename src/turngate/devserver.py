@@ -147,6 +147,12 @@ class DevServer:
         cmd += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
         for override in THROTTLE_OVERRIDES:
             cmd += ["--dynamic-config-value", override]
+        # turngate's search attributes exist from the start: turns and jobs are searchable in
+        # the dev server's UI without waiting for a worker to register them
+        from turngate.workflows.shared import SEARCH_ATTRIBUTES  # Temporal's SDK: only when starting
+
+        for key in SEARCH_ATTRIBUTES:
+            cmd += ["--search-attribute", f"{key.name}=Keyword"]
         return cmd + self.extra_args
 
     async def check_port_free(self) -> None:

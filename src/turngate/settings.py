@@ -185,6 +185,15 @@ class Settings(LogSettings):
     job_wall_clock_index_s: float = Field(
         600.0, gt=0, validation_alias=_alias("TURNGATE_JOB_WALL_CLOCK_INDEX_S")
     )
+    # Items (documents, chunks) per job checkpoint, at least 16 whatever a client's batch size;
+    # the embedding batch when a case.embed intent names none; how long one job step runs.
+    job_checkpoint_items: int = Field(
+        256, ge=16, le=100_000, validation_alias=_alias("TURNGATE_JOB_CHECKPOINT_ITEMS")
+    )
+    job_embed_batch_size: int = Field(
+        64, ge=1, le=2048, validation_alias=_alias("TURNGATE_JOB_EMBED_BATCH_SIZE")
+    )
+    job_step_s: float = Field(60.0, gt=0, validation_alias=_alias("TURNGATE_JOB_STEP_S"))
     # Job task queues are <prefix>-ingest, <prefix>-embed, <prefix>-index.
     job_queue_prefix: str = Field(
         "turngate-jobs",

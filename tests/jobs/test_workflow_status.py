@@ -16,6 +16,7 @@ from turngate.jobs.cases.embedders import EmbedderSpec
 from turngate.jobs.control import cancel_job, count_open_jobs, get_job_status, job_runtime, start_job
 from turngate.jobs.domain.chunking import ChunkParams
 from turngate.jobs.domain.models import EmbedInput, IngestInput, JobOptions
+from turngate.jobs.domain.queues import JobConcurrency
 from turngate.jobs.workflows import JOB_WORKFLOWS
 
 OPTIONS = JobOptions(wall_clock_s=60, heartbeat_timeout_s=5)
@@ -73,8 +74,13 @@ async def test_progress_is_visible_while_running_and_history_replays(temporal_cl
             await asyncio.sleep(0.05)
         assert status.items_total == 20 and 0 < status.progress < 100
         assert status.started_at is not None and status.finished_at is None
-        runtime = await job_runtime(temporal_client, queue_max=100)
+        runtime = await job_runtime(
+            temporal_client, queue_max=100, queues=queues, concurrency=JobConcurrency(embed=3)
+        )
         assert runtime["queue_max"] == 100 and runtime["active_counts"]["case.embed"] >= 1
+        # one worker process polls these queues: the effective limits are its own
+        assert runtime["workers"] == {"case.ingest": 1, "case.embed": 1, "case.index": 1}
+        assert runtime["effective_concurrency"] == {"case.ingest": 2, "case.embed": 3, "case.index": 1}
         assert set(runtime["queue_sizes"]) == {"case.ingest", "case.embed", "case.index"}
         assert await count_open_jobs(temporal_client, "case.embed") >= 1
         await cancel_job(temporal_client, embed.id)

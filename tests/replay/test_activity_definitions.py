@@ -42,6 +42,9 @@ PAIRS: list[tuple[Callable[..., Any], Callable[..., Any], str]] = [
     (job_activities.ingest, JobActivities.ingest, "turngate.jobs.ingest"),
     (job_activities.embed, JobActivities.embed, "turngate.jobs.embed"),
     (job_activities.index, JobActivities.index, "turngate.jobs.index"),
+    (job_activities.ingest_step, JobActivities.ingest_step, "turngate.jobs.ingest.step"),
+    (job_activities.embed_step, JobActivities.embed_step, "turngate.jobs.embed.step"),
+    (job_activities.index_step, JobActivities.index_step, "turngate.jobs.index.step"),
 ]
 
 

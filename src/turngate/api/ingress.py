@@ -31,6 +31,7 @@ from turngate.api.ledger_outage import LedgerOutage
 from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_body, sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
+from turngate.api.turn_metadata import turn_details, turn_memo, turn_summary
 from turngate.api.watcher import TurnKey, turn_key
 from turngate.artifacts import ArtifactError
 from turngate.core.events import (
@@ -50,6 +51,7 @@ from turngate.security.streams import stream_slots
 from turngate.settings import Settings
 from turngate.workflows.shared import (
     SA_ACTOR,
+    SA_CORRELATION_ID,
     SA_TENANT_ID,
     SA_THREAD_ID,
     SA_TURN_ID,
@@ -173,9 +175,14 @@ def _check_parent(state: ApiState, envelope: IntentEnvelope) -> None:
         )
 
 
-async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) -> bool:
+async def _start(
+    state: ApiState, envelope: IntentEnvelope, workflow_id: str, web_url: str | None = None
+) -> bool:
     """Start the turn (durable once this returns); an existing turn with this id is reused.
-    Returns False when the turn had already finished."""
+    Returns False when the turn had already finished. Its summary, details and memo go with the
+    start (what the Temporal UI shows; no history event of their own)."""
+    settings = state.settings
+    encrypted = settings.encryption_keys is not None or settings.encryption_keys_file is not None
     try:
         await state.client.start_workflow(
             TurnWorkflow.run,
@@ -194,10 +201,14 @@ async def _start(state: ApiState, envelope: IntentEnvelope, workflow_id: str) ->
                     SearchAttributePair(SA_THREAD_ID, envelope.thread_id),
                     SearchAttributePair(SA_TURN_ID, envelope.turn_id),
                     SearchAttributePair(SA_ACTOR, envelope.payload.actor),
+                    SearchAttributePair(SA_CORRELATION_ID, envelope.correlation_id),
                     # /status shows a tenant's callers their own actors' queue positions
                     *([SearchAttributePair(SA_TENANT_ID, envelope.tenant_id)] if envelope.tenant_id else []),
                 ]
             ),
+            memo=turn_memo(envelope),
+            static_summary=turn_summary(envelope, encrypted=encrypted),
+            static_details=turn_details(envelope, web_url=web_url),
         )
     except WorkflowAlreadyStartedError:
         return False  # the turn finished earlier: the ledger holds its chain
@@ -304,7 +315,7 @@ async def _run_turn(
 
     try:
         workflow_id = await _workflow_id(state, envelope, recorded)
-        running = await _start(state, envelope, workflow_id)
+        running = await _start(state, envelope, workflow_id, str(request.base_url))
     except RPCError as exc:
         log.warning("could not start turn %s: %s", envelope.correlation_id, exc)
         refused = error_response(

@@ -25,7 +25,7 @@ from turngate.core.events import INTERFACE_VERSION, KNOWN_INTENT_TYPES, MAX_ID_C
 from turngate.core.json_depth import MAX_JSON_DEPTH
 from turngate.jobs.control import job_runtime
 from turngate.jobs.domain.models import JOB_TYPES
-from turngate.jobs.domain.queues import job_queues
+from turngate.jobs.domain.queues import job_concurrency, job_queues
 from turngate.ledger import LedgerUnavailableError
 from turngate.schemas import CAPABILITIES_SCHEMA_VERSION, STATUS_SCHEMA_VERSION
 from turngate.security.auth import request_principal
@@ -270,7 +270,10 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
     if temporal_ok:
         try:
             jobs = await job_runtime(
-                state.client, queue_max=state.settings.job_queue_max, queues=job_queues(state.settings)
+                state.client,
+                queue_max=state.settings.job_queue_max,
+                queues=job_queues(state.settings),
+                concurrency=job_concurrency(state.settings),
             )
         except Exception as exc:
             log.warning("status: job runtime query failed: %s", exc)
@@ -297,6 +300,10 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
                 "case.embed": state.settings.job_concurrency_embed,
                 "case.index": state.settings.job_concurrency_index,
             },
+            # case.*: the worker processes polling each job queue now, and how many jobs of the
+            # type can run at once across them (the concurrency, a global limit; 0: no worker)
+            "job_workers": jobs.get("workers", {}),
+            "effective_concurrency": jobs.get("effective_concurrency", {}),
             # This API process's admitted, unfinished turns (TURNGATE_TURN_QUEUE_MAX applies to it).
             "admission": request.app.state.turn_slots.status(),
             "llm": {

@@ -26,7 +26,7 @@ import abc
 import asyncio
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -261,6 +261,8 @@ class ArtifactStore(Protocol):
 
     def gc(self, older_than: timedelta, *, dry_run: bool = False) -> GcReport: ...
 
+    def discard(self, kind: str, digests: Iterable[str]) -> int: ...
+
     def describe(self) -> str: ...
 
 
@@ -469,6 +471,14 @@ class BaseArtifactStore(abc.ABC):
             len(failed),
         )
         return report
+
+    def discard(self, kind: str, digests: Iterable[str]) -> int:
+        """Delete ``snapshot`` artifacts of ``kind`` by digest (a finished job's checkpoints);
+        ``standard`` ones are never touched. Absent ones are skipped; answers how many went."""
+        paths = sorted({artifact_path("snapshot", kind, digest) for digest in digests})
+        present = [path for path in paths if self._stat(path) is not None]
+        failed = set(self._delete(present)) if present else set()
+        return len(present) - len(failed)
 
     # ---- helpers
 

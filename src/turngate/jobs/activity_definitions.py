@@ -16,12 +16,23 @@ from temporalio import activity
 from turngate.jobs.domain.models import (
     EmbedInput,
     EmbedResult,
+    EmbedStep,
     IndexInput,
     IndexResult,
+    IndexStep,
     IngestInput,
     IngestResult,
+    IngestStep,
+    JobCheckpoint,
 )
-from turngate.jobs.domain.queues import EMBED_ACTIVITY, INDEX_ACTIVITY, INGEST_ACTIVITY
+from turngate.jobs.domain.queues import (
+    EMBED_ACTIVITY,
+    EMBED_STEP_ACTIVITY,
+    INDEX_ACTIVITY,
+    INDEX_STEP_ACTIVITY,
+    INGEST_ACTIVITY,
+    INGEST_STEP_ACTIVITY,
+)
 
 
 def _definition_only(name: str) -> NotImplementedError:
@@ -44,3 +55,21 @@ async def embed(input: EmbedInput) -> EmbedResult:
 async def index(input: IndexInput) -> IndexResult:
     """Build a case's retrieval index (``JobActivities.index``)."""
     raise _definition_only(INDEX_ACTIVITY)
+
+
+@activity.defn(name=INGEST_STEP_ACTIVITY)
+async def ingest_step(input: IngestInput, resume: JobCheckpoint | None) -> IngestStep:
+    """One step of an ingest from ``resume`` (``JobActivities.ingest_step``)."""
+    raise _definition_only(INGEST_STEP_ACTIVITY)
+
+
+@activity.defn(name=EMBED_STEP_ACTIVITY)
+async def embed_step(input: EmbedInput, resume: JobCheckpoint | None) -> EmbedStep:
+    """One step of an embed from ``resume`` (``JobActivities.embed_step``)."""
+    raise _definition_only(EMBED_STEP_ACTIVITY)
+
+
+@activity.defn(name=INDEX_STEP_ACTIVITY)
+async def index_step(input: IndexInput, resume: JobCheckpoint | None) -> IndexStep:
+    """The index build (one step: ``JobActivities.index_step``)."""
+    raise _definition_only(INDEX_STEP_ACTIVITY)

@@ -12,17 +12,27 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
 from turngate.jobs.domain.models import (
+    CANCELLED,
     JOB_TYPES,
     TIMED_OUT,
     EmbedInput,
@@ -31,13 +41,15 @@ from turngate.jobs.domain.models import (
     IndexResult,
     IngestInput,
     IngestResult,
+    JobCheckpoint,
     JobProgress,
     JobState,
     JobStatus,
     JobType,
 )
-from turngate.jobs.domain.queues import JOB_TYPE_OF_WORKFLOW, WORKFLOW_NAMES, JobQueues
-from turngate.workflows.shared import SA_TENANT_ID
+from turngate.jobs.domain.queues import JOB_TYPE_OF_WORKFLOW, WORKFLOW_NAMES, JobConcurrency, JobQueues
+from turngate.jobs.domain.summaries import job_static_details, job_summary
+from turngate.workflows.shared import SA_CASE_ID, SA_CORRELATION_ID, SA_JOB_TYPE, SA_TENANT_ID
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +77,27 @@ async def start_job(
     job_id: str,
     queues: JobQueues | None = None,
     id_reuse_policy: WorkflowIDReusePolicy | None = None,
+    correlation_id: str | None = None,
+    web_url: str | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """Start a job workflow (an existing id returns the running job: resubmission is idempotent;
-    with ``REJECT_DUPLICATE`` a finished one raises ``WorkflowAlreadyStartedError``)."""
+    with ``REJECT_DUPLICATE`` a finished one raises ``WorkflowAlreadyStartedError``).
+
+    The job runs in steps (``options.steps``), and starts with what the Temporal UI shows of it:
+    a one-line summary, details linking to ``web_url`` (turngate's API, when given), and the
+    search attributes ``TurngateCaseId``, ``TurngateJobType``, ``TurngateCorrelationId`` and
+    ``TurngateTenantId`` (all registered by the worker, or at the dev server's start)."""
     queues = queues or JobQueues()
+    input = input.model_copy(update={"options": input.options.model_copy(update={"steps": True})})
+    pairs: list[SearchAttributePair[str]] = [
+        SearchAttributePair(SA_CASE_ID, input.case_id),
+        SearchAttributePair(SA_JOB_TYPE, job_type),
+    ]
+    if input.tenant_id is not None:
+        pairs.append(SearchAttributePair(SA_TENANT_ID, input.tenant_id))
+    if correlation_id is not None:
+        pairs.append(SearchAttributePair(SA_CORRELATION_ID, correlation_id))
     extra: dict[str, Any] = {}
-    if input.tenant_id is not None:  # the attribute must be registered (ensure_search_attributes)
-        extra["search_attributes"] = TypedSearchAttributes(
-            [SearchAttributePair(SA_TENANT_ID, input.tenant_id)]
-        )
     if id_reuse_policy is not None:
         extra["id_reuse_policy"] = id_reuse_policy
     return await client.start_workflow(
@@ -82,7 +106,17 @@ async def start_job(
         id=job_id,
         result_type=RESULT_TYPES[job_type],
         task_queue=queues.for_type(job_type),
-        memo={"case_id": input.case_id, "job_type": job_type, "tenant_id": input.tenant_id},
+        memo={
+            "case_id": input.case_id,
+            "job_type": job_type,
+            "tenant_id": input.tenant_id,
+            "correlation_id": correlation_id,
+        },
+        search_attributes=TypedSearchAttributes(pairs),
+        static_summary=job_summary(job_type, input.case_id, input),
+        static_details=job_static_details(
+            job_id, input.case_id, correlation_id=correlation_id, tenant_id=input.tenant_id, web_url=web_url
+        ),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         execution_timeout=timedelta(seconds=input.options.wall_clock_s * EXECUTION_CAP_FACTOR + 300),
         rpc_timeout=timedelta(seconds=10),
@@ -104,7 +138,7 @@ async def get_job_status(client: Client, job_id: str, *, with_result: bool = Tru
         final = memo.get("progress")
         progress = JobProgress.model_validate(final) if isinstance(final, dict) else None
     else:
-        progress = await _query_progress(handle)
+        progress = await _with_heartbeat(client, await _query_progress(handle), desc)
     error: dict[str, Any] | None = progress.error if progress else None
     result: dict[str, Any] | None = None
     state: JobState = progress.state if progress else "queued"
@@ -192,11 +226,20 @@ async def list_jobs(
 RUNTIME_SAMPLE = 200
 
 
-async def job_runtime(client: Client, *, queue_max: int, queues: JobQueues | None = None) -> dict[str, Any]:
+async def job_runtime(
+    client: Client,
+    *,
+    queue_max: int,
+    queues: JobQueues | None = None,
+    concurrency: JobConcurrency | None = None,
+) -> dict[str, Any]:
     """``/status``'s ``job_runtime`` per job type: jobs waiting for a slot (``queue_sizes``) and
-    running (``active_counts``). Open jobs are counted by one visibility count per type; the
-    split reads the newest :data:`RUNTIME_SAMPLE` open jobs (the running ones are among them:
-    concurrency is small)."""
+    running (``active_counts``), the worker processes polling each type's queue (``workers``)
+    and, with the configured ``concurrency``, the jobs of each type that can run at once
+    (``effective_concurrency``: the configured value, a global limit for jobs started with
+    ``slots``, while at least one worker polls; 0 with none). Open jobs are counted by one
+    visibility count per type; the split reads the newest :data:`RUNTIME_SAMPLE` open jobs (the
+    running ones are among them: concurrency is small)."""
     open_counts = {t: await count_open_jobs(client, t, queues=queues) for t in JOB_TYPES}
     active_counts = dict.fromkeys(JOB_TYPES, 0)
     if any(open_counts.values()):
@@ -204,7 +247,36 @@ async def job_runtime(client: Client, *, queue_max: int, queues: JobQueues | Non
             if job.state == "running":
                 active_counts[job.type] += 1
     queue_sizes = {t: max(open_counts[t] - active_counts[t], 0) for t in JOB_TYPES}
-    return {"queue_sizes": queue_sizes, "active_counts": active_counts, "queue_max": queue_max}
+    runtime: dict[str, Any] = {
+        "queue_sizes": queue_sizes,
+        "active_counts": active_counts,
+        "queue_max": queue_max,
+    }
+    if concurrency is not None:
+        workers = await job_workers_polling(client, queues=queues)
+        runtime["workers"] = workers
+        runtime["effective_concurrency"] = {
+            t: concurrency.for_type(t) if workers[t] else 0 for t in JOB_TYPES
+        }
+    return runtime
+
+
+async def job_workers_polling(client: Client, *, queues: JobQueues | None = None) -> dict[JobType, int]:
+    """Worker processes (distinct identities) polling each job type's activity queue lately:
+    each runs up to its ``TURNGATE_JOB_CONCURRENCY_*`` jobs of the type at once."""
+    queues = queues or JobQueues()
+    out: dict[JobType, int] = {}
+    for job_type in JOB_TYPES:
+        described = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=queues.for_type(job_type)),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            ),
+            timeout=timedelta(seconds=5),
+        )
+        out[job_type] = len({poller.identity for poller in described.pollers})
+    return out
 
 
 async def count_open_jobs(client: Client, job_type: JobType, *, queues: JobQueues | None = None) -> int:
@@ -216,6 +288,33 @@ async def count_open_jobs(client: Client, job_type: JobType, *, queues: JobQueue
 async def cancel_job(client: Client, job_id: str) -> None:
     """Request cancellation; the job's activity stops at its next heartbeat, state ``cancelled``."""
     await client.get_workflow_handle(job_id).cancel()
+
+
+async def _with_heartbeat(
+    client: Client, progress: JobProgress | None, desc: WorkflowExecutionDescription
+) -> JobProgress | None:
+    """The workflow's progress (as of its last step) brought up to date by the running step's
+    newest heartbeat, which carries the job's checkpoint (no signal, no history event)."""
+    for pending in desc.raw_description.pending_activities:
+        details = pending.heartbeat_details.payloads
+        if not details:
+            continue
+        try:
+            [value] = await client.data_converter.decode(details[:1], [JobCheckpoint])
+        except Exception:  # an undecodable payload (a foreign key, an old shape): the query's view stands
+            continue
+        checkpoint = cast(JobCheckpoint, value)
+        base = progress or JobProgress()
+        if base.state in ("queued", "running"):
+            return base.model_copy(
+                update={
+                    "state": "running",
+                    "started_at": base.started_at or checkpoint.started_at,
+                    "items_total": checkpoint.items_total or base.items_total,
+                    "items_done": max(base.items_done, checkpoint.items_done, checkpoint.cursor),
+                }
+            )
+    return progress
 
 
 async def _query_progress(handle: WorkflowHandle[Any, Any]) -> JobProgress | None:
@@ -238,6 +337,8 @@ async def _outcome(
         cause = exc.cause
         if isinstance(cause, ApplicationError):
             return None, {"type": cause.type or "job.failed", "message": cause.message}
+        if isinstance(cause, CancelledError):
+            return None, {"type": CANCELLED, "message": "the job was cancelled"}
         return None, error or {"type": "job.failed", "message": str(cause)}
     except Exception as exc:
         log.warning("job %s: its outcome could not be read: %s", handle.id, exc)

@@ -52,7 +52,7 @@ from turngate.jobs.domain.models import (
     JobStatus,
     JobType,
 )
-from turngate.jobs.domain.queues import job_queues
+from turngate.jobs.domain.queues import job_concurrency, job_queues
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.uploads import is_own_upload, upload_kind
@@ -85,13 +85,26 @@ async def submit_job(request: Request, state: ApiState, data: dict[str, Any]) ->
     except AdmissionError as exc:
         return admission_response(exc)
     job_type = intent.job_type
-    job_id = job_id_for(job_type, state.settings.job_queue_prefix, principal.tenant_id, intent.correlation_id)
+    job_id = job_id_for(
+        job_type,
+        state.settings.job_queue_prefix,
+        principal.tenant_id,
+        intent.correlation_id,
+        case_id=body.case_id,
+    )
     try:
         existing = await _existing(state.client, job_id)
         if existing is None:
             await _check_queue(state, job_type)
             job_input = await _job_input(state, principal, intent, body)
-            existing = await _start(state, job_type, job_input, job_id)
+            existing = await _start(
+                state,
+                job_type,
+                job_input,
+                job_id,
+                correlation_id=intent.correlation_id,
+                web_url=str(request.base_url),
+            )
             deduplicated = existing is not None
         else:
             deduplicated = True
@@ -137,7 +150,15 @@ async def _check_queue(state: ApiState, job_type: JobType) -> None:
         raise refused
 
 
-async def _start(state: ApiState, job_type: JobType, job_input: JobInput, job_id: str) -> JobStatus | None:
+async def _start(
+    state: ApiState,
+    job_type: JobType,
+    job_input: JobInput,
+    job_id: str,
+    *,
+    correlation_id: str,
+    web_url: str,
+) -> JobStatus | None:
     """Start the job; the status of the one already there when another request won the race."""
     try:
         await start_job(
@@ -147,6 +168,8 @@ async def _start(state: ApiState, job_type: JobType, job_input: JobInput, job_id
             job_id=job_id,
             queues=job_queues(state.settings),
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            correlation_id=correlation_id,
+            web_url=web_url,
         )
     except WorkflowAlreadyStartedError:
         return await _existing(state.client, job_id)
@@ -157,7 +180,13 @@ async def _job_input(
     state: ApiState, principal: Principal, intent: JobIntent, body: IngestBody | EmbedBody | IndexBody
 ) -> JobInput:
     owner = {"case_id": body.case_id, "tenant_id": principal.tenant_id, "key_id": principal.key_id}
-    options = JobOptions(wall_clock_s=_wall_clock(state.settings, intent.job_type))
+    options = JobOptions(
+        wall_clock_s=_wall_clock(state.settings, intent.job_type),
+        checkpoint_items=state.settings.job_checkpoint_items,
+        step_s=state.settings.job_step_s,
+        # the job type's concurrency holds across every worker process (slot workflows)
+        slots=job_concurrency(state.settings).for_type(intent.job_type),
+    )
     if isinstance(body, IngestBody):
         documents = [
             await _document(state, principal.tenant_id, n, doc) for n, doc in enumerate(body.documents)

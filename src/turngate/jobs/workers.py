@@ -23,7 +23,7 @@ from turngate.jobs.cases.registry import CaseRegistry
 from turngate.jobs.domain.embedder_spec import EmbedderSpec
 from turngate.jobs.domain.models import JOB_TYPES
 from turngate.jobs.domain.queues import JobConcurrency, JobQueues
-from turngate.jobs.workflows import CaseEmbedWorkflow, CaseIndexWorkflow, CaseIngestWorkflow
+from turngate.jobs.workflows import CaseEmbedWorkflow, CaseIndexWorkflow, CaseIngestWorkflow, JobSlotWorkflow
 
 
 def job_workers(
@@ -55,17 +55,18 @@ def job_workers(
         progress_interval_s=progress_interval_s,
         registry=registry,
     )
-    per_type: dict[str, tuple[type, Callable[..., Any]]] = {
-        "case.ingest": (CaseIngestWorkflow, activities.ingest),
-        "case.embed": (CaseEmbedWorkflow, activities.embed),
-        "case.index": (CaseIndexWorkflow, activities.index),
+    # the step activity, and the whole-job one jobs started before steps still call
+    per_type: dict[str, tuple[type, list[Callable[..., Any]]]] = {
+        "case.ingest": (CaseIngestWorkflow, [activities.ingest_step, activities.ingest]),
+        "case.embed": (CaseEmbedWorkflow, [activities.embed_step, activities.embed]),
+        "case.index": (CaseIndexWorkflow, [activities.index_step, activities.index]),
     }
     return [
         Worker(
             client,
             task_queue=queues.for_type(job_type),
-            workflows=[per_type[job_type][0]],
-            activities=[per_type[job_type][1]],
+            workflows=[per_type[job_type][0], JobSlotWorkflow],
+            activities=per_type[job_type][1],
             max_concurrent_activities=concurrency.for_type(job_type),
             max_heartbeat_throttle_interval=heartbeat_throttle,
             default_heartbeat_throttle_interval=heartbeat_throttle,

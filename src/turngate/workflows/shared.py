@@ -31,7 +31,22 @@ SA_POLICY_ID = SearchAttributeKey.for_keyword("TurngatePolicyId")
 SA_ACTOR = SearchAttributeKey.for_keyword("TurngateActor")
 #: The tenant of a case job or a turn (listed per tenant by a visibility query).
 SA_TENANT_ID = SearchAttributeKey.for_keyword("TurngateTenantId")
-SEARCH_ATTRIBUTES = (SA_THREAD_ID, SA_TURN_ID, SA_DECISION, SA_POLICY_ID, SA_ACTOR, SA_TENANT_ID)
+#: A case job's case and type (``case.embed``), and the correlation id a turn or job was
+#: submitted with: what a person searching the Temporal UI knows.
+SA_CASE_ID = SearchAttributeKey.for_keyword("TurngateCaseId")
+SA_JOB_TYPE = SearchAttributeKey.for_keyword("TurngateJobType")
+SA_CORRELATION_ID = SearchAttributeKey.for_keyword("TurngateCorrelationId")
+SEARCH_ATTRIBUTES = (
+    SA_THREAD_ID,
+    SA_TURN_ID,
+    SA_DECISION,
+    SA_POLICY_ID,
+    SA_ACTOR,
+    SA_TENANT_ID,
+    SA_CASE_ID,
+    SA_JOB_TYPE,
+    SA_CORRELATION_ID,
+)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")
 

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.refs import ref_lookup_ids
     from turngate.core.sampling import sampled
     from turngate.workflows import adoption
+    from turngate.workflows.activity_summaries import BEGIN_SUMMARY, append_summary, snapshots_summary
     from turngate.workflows.patches import (
         TURN_SHAPE_INDEXED_STEP,
         TURN_SHAPE_ONE_STEP,
@@ -118,6 +119,7 @@ class TurnWorkflow:
             ),
             start_to_close_timeout=ARTIFACT_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
+            summary=BEGIN_SUMMARY,
         )
         self._recorded["INTENT"] = _recorded(begin.intent)
         self._boundary = begin.boundary
@@ -373,6 +375,7 @@ class TurnWorkflow:
             start_to_close_timeout=min(deadline, SNAPSHOT_ATTEMPT_TIMEOUT),
             schedule_to_close_timeout=deadline,
             retry_policy=snapshot_retry(self._boundary.artifact_deadline_s),
+            summary=snapshots_summary(inp.snapshots),
         )
         return stored.pointers
 
@@ -384,6 +387,7 @@ class TurnWorkflow:
             if inp.manifest or inp.snapshots
             else LEDGER_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
+            summary=append_summary(inp),
         )
 
 

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.prompts.pack_builders import pack_builders
     from turngate.prompts.token_estimators import loaded_estimator
     from turngate.workflows import external_refs_options
+    from turngate.workflows.activity_summaries import external_refs_summary
     from turngate.workflows.context_scope import spec_version, with_external
     from turngate.workflows.decision_record import (
         message_artifact,
@@ -340,6 +341,7 @@ async def _external_context(intent: Event) -> ExternalContext | None:
             schedule_to_close_timeout=external_refs_options.SCHEDULE_TO_CLOSE_TIMEOUT,
             heartbeat_timeout=external_refs_options.HEARTBEAT_TIMEOUT,
             retry_policy=external_refs_options.RETRY_POLICY,
+            summary=external_refs_summary(len(refs)),
         )
     except ActivityError as exc:
         cause = exc.cause

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.model_resolution import ModelResolution
     from turngate.core.provider_errors import NON_RETRYABLE_PROVIDER_ERRORS
     from turngate.core.tools import exchange_count
+    from turngate.workflows.activity_summaries import provider_summary
     from turngate.workflows.execution_record import TurnExecution, answered, call_failed, executed
     from turngate.workflows.patches import (
         EXCHANGES_COUNT_ALWAYS,
@@ -198,6 +199,7 @@ async def _provider_step(
             start_to_close_timeout=limit,
             schedule_to_close_timeout=limit,
             retry_policy=retry,
+            summary=provider_summary(inp),
         )
     return await workflow.execute_activity(
         activity,
@@ -207,4 +209,5 @@ async def _provider_step(
         schedule_to_close_timeout=limit,
         heartbeat_timeout=PROVIDER_HEARTBEAT_TIMEOUT,
         retry_policy=retry,
+        summary=provider_summary(inp),
     )

@@ -1,8 +1,15 @@
 """The per-item work of each job and the artifacts it writes, without Temporal.
 
-A job's results are written as *segments* (one artifact per batch of finished items); the
-activity's heartbeat carries ``(cursor, segment digests)``, so a retried attempt continues after
-the last stored segment instead of starting over.
+A job's results are written as *segments* (one artifact per checkpoint of finished items); the
+activity's heartbeat carries the cursor and the newest segments, older ones listed by *segment
+groups* (one artifact per :data:`SEGMENT_GROUP_SIZE` segments, each naming the group before it),
+so a retried attempt continues after the last stored segment instead of starting over, and the
+heartbeat stays small whatever the job's size.
+
+Ingest segments and segment groups are the job's own scratch (``snapshot`` retention, the job id
+inside so no other job shares their digest): the job deletes them once its output is stored
+(:func:`discard_checkpoints`). Embedding segments are the job's output (the embedding set lists
+them) and stay.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ from turngate.core.manifest import ArtifactPointer
 from turngate.jobs.cases.parsing import guess_media_type, parse_document
 from turngate.jobs.domain.chunking import CHUNK_KIND, Chunk, ChunkParams, chunk_text
 from turngate.jobs.domain.models import SEGMENT_KIND, ChunkManifest, DocumentChunks, DocumentRef, EmbeddingSet
+
+#: Segment groups: the chained lists of a running job's older segments.
+CHECKPOINT_KIND = "case-job-checkpoint"
 
 
 def ingest_document(store: ArtifactStore, ref: DocumentRef, params: ChunkParams) -> DocumentChunks:
@@ -56,9 +66,41 @@ def load_chunk_manifest(store: ArtifactStore, ref: ArtifactPointer | str) -> Chu
     return ChunkManifest.model_validate_json(store.get(ref))
 
 
-def put_ingest_segment(store: ArtifactStore, docs: Sequence[DocumentChunks]) -> str:
-    body = {"type": "ingest", "documents": [d.model_dump() for d in docs]}
-    return put_json(store, body, SEGMENT_KIND).sha256
+def put_ingest_segment(store: ArtifactStore, docs: Sequence[DocumentChunks], job_id: str = "") -> str:
+    body = {"type": "ingest", "job": job_id, "documents": [d.model_dump() for d in docs]}
+    return store.put(canonical_bytes(body), kind=SEGMENT_KIND, retention="snapshot").sha256
+
+
+def put_segment_group(
+    store: ArtifactStore, job_id: str, previous: str | None, segments: Sequence[str]
+) -> str:
+    """Store one group of segment digests (after the group ``previous``); answers its digest."""
+    body = {"type": "segment-group", "job": job_id, "previous": previous, "segments": list(segments)}
+    return store.put(canonical_bytes(body), kind=CHECKPOINT_KIND, retention="snapshot").sha256
+
+
+def _walk_groups(store: ArtifactStore, newest: str | None) -> list[tuple[str, list[str]]]:
+    """``(group digest, its segments)`` oldest first."""
+    chain: list[tuple[str, list[str]]] = []
+    while newest is not None:
+        body = get_json(store, newest)
+        chain.append((newest, [str(s) for s in cast(list[Any], body["segments"])]))
+        previous = body.get("previous")
+        newest = str(previous) if previous else None
+    return chain[::-1]
+
+
+def read_segment_groups(store: ArtifactStore, newest: str | None) -> list[str]:
+    """Every segment the chain of groups ending at ``newest`` lists, in order."""
+    return [segment for _, segments in _walk_groups(store, newest) for segment in segments]
+
+
+def discard_checkpoints(
+    store: ArtifactStore, newest_group: str | None, ingest_segments: Sequence[str] = ()
+) -> int:
+    """Delete a finished job's segment groups (and, for ingest, its segments): answers how many."""
+    groups = [digest for digest, _ in _walk_groups(store, newest_group)]
+    return store.discard(CHECKPOINT_KIND, groups) + store.discard(SEGMENT_KIND, ingest_segments)
 
 
 def read_ingest_segment(store: ArtifactStore, digest: str) -> list[DocumentChunks]:

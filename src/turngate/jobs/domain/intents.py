@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
@@ -26,6 +27,9 @@ from turngate.settings import Settings
 CaseId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 Version = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 MAX_DOCUMENTS = 10_000
+CASE_SLUG_MAX = 40  # characters of the case id in a job id
+JOB_HASH_HEX = 16  # hex digits of the hash in a job id (64 bits)
+_CASE_SLUG = re.compile(r"[^a-z0-9._-]+")
 #: Models used when TURNGATE_EMBEDDER names a remote embedder and TURNGATE_EMBEDDER_MODEL is unset.
 DEFAULT_EMBEDDER_MODELS = {
     "offline": OFFLINE_VERSION,
@@ -73,7 +77,9 @@ class EmbedderIn(_Strict):
     kind: Literal["offline", "openai", "ollama"] = "offline"
     model: str | None = None
     dim: Annotated[int, Field(ge=8, le=8192)] | None = None
-    batch_size: Annotated[int, Field(ge=1, le=2048)] = 64
+    # texts per embedding call; None: TURNGATE_JOB_EMBED_BATCH_SIZE. Checkpoints group calls
+    # into at least TURNGATE_JOB_CHECKPOINT_ITEMS chunks, so a small batch costs calls, not files.
+    batch_size: Annotated[int, Field(ge=1, le=2048)] | None = None
 
 
 class IngestBody(_Strict):
@@ -147,11 +153,16 @@ def parse_job_intent(data: dict[str, Any]) -> tuple[JobIntent, IngestBody | Embe
     return intent, body  # type: ignore[return-value]
 
 
-def job_id_for(job_type: JobType, deployment: str, tenant_id: str | None, correlation_id: str) -> str:
-    """The job's workflow id: the same (deployment, tenant, correlation id) names the same job,
-    so a resubmission returns it; tenants and deployments sharing a namespace never collide."""
+def job_id_for(
+    job_type: JobType, deployment: str, tenant_id: str | None, correlation_id: str, *, case_id: str = ""
+) -> str:
+    """The job's workflow id, ``job-<type>-<case>-<hash>``: readable in the Temporal UI (the case
+    id shortened to letters, digits, ``.``, ``_`` and ``-``), while the hash of (deployment,
+    tenant, correlation id) keeps it unique: a resubmission names the same job, and tenants and
+    deployments sharing a namespace never collide."""
     key = json.dumps([deployment, tenant_id, correlation_id]).encode("utf-8")
-    return f"job-{job_type.split('.', 1)[1]}-{hashlib.sha256(key).hexdigest()[:32]}"
+    case = _CASE_SLUG.sub("-", case_id.strip().lower()).strip("-.")[:CASE_SLUG_MAX].strip("-.") or "case"
+    return f"job-{job_type.split('.', 1)[1]}-{case}-{hashlib.sha256(key).hexdigest()[:JOB_HASH_HEX]}"
 
 
 def embedder_spec(chosen: EmbedderIn | None, settings: Settings) -> EmbedderSpec:
@@ -166,6 +177,5 @@ def embedder_spec(chosen: EmbedderIn | None, settings: Settings) -> EmbedderSpec
         spec["dim"] = dim
     elif kind != "offline":
         spec["dim"] = None  # the model's own dimension
-    if chosen is not None:
-        spec["batch_size"] = chosen.batch_size
+    spec["batch_size"] = (chosen.batch_size if chosen else None) or settings.job_embed_batch_size
     return EmbedderSpec.model_validate(spec)

@@ -18,6 +18,10 @@ JOB_TYPE_OF_WORKFLOW: dict[str, JobType] = {name: kind for kind, name in WORKFLO
 INGEST_ACTIVITY = "turngate.jobs.ingest"
 EMBED_ACTIVITY = "turngate.jobs.embed"
 INDEX_ACTIVITY = "turngate.jobs.index"
+# One step of a job (since jobs run in steps); the names above run a whole job (jobs before).
+INGEST_STEP_ACTIVITY = "turngate.jobs.ingest.step"
+EMBED_STEP_ACTIVITY = "turngate.jobs.embed.step"
+INDEX_STEP_ACTIVITY = "turngate.jobs.index.step"
 
 
 class JobQueues(BaseModel):
