@@ -30,6 +30,7 @@ from turngate.core.policy import (
     PolicyInput,
 )
 from turngate.core.refs import RefResolutionError, Resolution
+from turngate.core.review import pending_block
 
 POLICY_EVALUATION_ERROR = "policy.evaluation_error"
 POLICY_INVALID_DECISION = "policy.invalid_decision"
@@ -87,8 +88,11 @@ def _record(
     error: Mapping[str, Any] | None,
     plan: ExecutionPlan | None,
 ) -> DecisionPayload:
+    # A REVIEW is a pending ALLOW: the turn goes on to its checks and assembly, then waits for
+    # the verdict that makes it the recorded ALLOW or DENY (core/review.py).
+    review = pending_block(decision.reason_codes, decision.review) if decision.review is not None else None
     record = DecisionPayload(
-        decision=decision.decision,
+        decision="DENY" if decision.decision == "DENY" else "ALLOW",
         reason_codes=list(decision.reason_codes),
         policy=policy.describe(),
         policy_id=policy.policy_id,
@@ -102,6 +106,7 @@ def _record(
         else [],
         error=dict(error) if error is not None else None,
         plan=plan,
+        review=review,
     )
     payload = record.as_payload()
     _assert_json_without_floats(payload)

@@ -52,6 +52,15 @@ with workflow.unsafe.imports_passed_through():
         execute_turn,
         failed_execution,
     )
+    from turngate.workflows.turn_review import (
+        REVIEW_QUERY,
+        REVIEW_UPDATE,
+        PendingReview,
+        ReviewAnswer,
+        ReviewVerdict,
+        ReviewWait,
+        review_turn,
+    )
 
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
 # Steps that also write artifacts: their writes end by the boundary's artifact deadline (at most
@@ -73,11 +82,26 @@ class TurnWorkflow:
     def __init__(self) -> None:
         self._recorded: dict[str, RecordedEvent] = {}
         self._indexed: tuple[str, str] | None = None  # the search attributes written: decision, policy
+        self._review = ReviewWait()  # a turn the policy sent to review (workflows/turn_review.py)
 
     @workflow.query(name="recorded")
     def recorded(self) -> dict[str, RecordedEvent]:
         """What this turn has recorded so far (no history cost)."""
         return dict(self._recorded)
+
+    @workflow.query(name=REVIEW_QUERY)
+    def pending_review(self) -> PendingReview | None:
+        """The review this turn waits for (None: none)."""
+        return None if self._review.closed else self._review.pending
+
+    @workflow.update(name=REVIEW_UPDATE)
+    def review(self, verdict: ReviewVerdict) -> ReviewAnswer:
+        """A reviewer's verdict on the pending review."""
+        return self._review.take(verdict)
+
+    @review.validator
+    def _check_review(self, verdict: ReviewVerdict) -> None:
+        self._review.check(verdict)
 
     @workflow.run
     async def run(self, inp: TurnInput) -> TurnResult:
@@ -86,6 +110,8 @@ class TurnWorkflow:
             # The turn is complete in the ledger: never call the provider twice for it.
             return self._already_recorded(begin.intent, begin.recorded)
         decision = await decide_turn(inp.envelope, begin)
+        if decision.outcome.record.review is not None:
+            decision = await review_turn(decision, begin, self._review)
         if _one_step(begin, decision):
             return await self._call_and_record(decision, inp.envelope, begin)
         result, executing = await self._record_decision(decision)
