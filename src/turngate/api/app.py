@@ -28,6 +28,7 @@ from turngate.artifacts import open_artifact_store
 from turngate.jobs import routes as job_routes
 from turngate.ledger import LedgerStore, LedgerUnavailableError
 from turngate.policy_lifecycle import routes as policy_routes
+from turngate.reviews import routes as review_routes
 from turngate.security.auth import Authenticator, AuthError, authorize
 from turngate.security.keys import KeyStore
 from turngate.security.limits import open_limits
@@ -116,6 +117,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(stream.router)
     app.include_router(job_routes.router)
     app.include_router(policy_routes.router)
+    app.include_router(review_routes.router)
     app.include_router(openai_routes.router)
     app.include_router(metrics_router(metrics))
     mount_codec(app, settings)

@@ -29,6 +29,7 @@ from turngate.audit.verification.findings import decision_problem_kind
 from turngate.audit.verification.spend_recompute import verify_spend
 from turngate.core.context import ContextConfig
 from turngate.core.decision import decide, stored_scope, verify_decision
+from turngate.core.review import replayed_outcome
 from turngate.core.events import Event, EventKind, event_digest
 from turngate.core.manifest import parse_pointer
 from turngate.core.model_resolution import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
@@ -307,6 +308,9 @@ def _policy_checks(
     again = decide(
         intent, candidates, cfg, policy, prompt=scope.prompt, schema_version=scope.schema_version
     ).payload
+    # A review the policy asks again is settled by the recorded verdict (core/review.py).
+    again_decision, again_codes = replayed_outcome(again, stored)
+    again |= {"decision": again_decision, "reason_codes": again_codes}
     result.replayed = {key: again.get(key) for key in ("decision", "reason_codes", "policy")}
     stored_decision, stored_codes = stored.get("decision"), list(stored.get("reason_codes") or [])
     overridden = _override_reason(stored_decision, stored_codes, again["decision"])

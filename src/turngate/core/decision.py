@@ -30,7 +30,7 @@ from turngate.core.policy import (
     PolicyInput,
 )
 from turngate.core.refs import RefResolutionError, Resolution
-from turngate.core.review import pending_block
+from turngate.core.review import pending_block, replayed_outcome
 
 POLICY_EVALUATION_ERROR = "policy.evaluation_error"
 POLICY_INVALID_DECISION = "policy.invalid_decision"
@@ -366,11 +366,12 @@ def verify_decision(
     judged = judge_as_recorded(intent, candidates, cfg, policy, scope)
     error_code = judged.error["code"] if judged.built is None and judged.error else None
     problems.extend(compare_decision(stored, _pinned(judged.built, context_config_digest(cfg), error_code)))
-    replayed = {
-        "decision": judged.decision.decision,
-        "reason_codes": list(judged.decision.reason_codes),
-        "policy": policy.describe(),
-    }
+    asked = {"decision": judged.decision.decision, "reason_codes": list(judged.decision.reason_codes)}
+    if judged.decision.review is not None:  # settled by the recorded verdict (core/review.py)
+        asked = {"decision": "ALLOW", "reason_codes": asked["reason_codes"]}
+        asked["review"] = pending_block(judged.decision.reason_codes, judged.decision.review)
+    decision, reason_codes = replayed_outcome(asked, stored)
+    replayed = {"decision": decision, "reason_codes": reason_codes, "policy": policy.describe()}
     for key in ("decision", "reason_codes", "policy"):
         if stored.get(key) != replayed[key]:
             problems.append(f"{key} differs from the re-evaluated policy")

@@ -207,17 +207,24 @@ def replayed_outcome(again: Mapping[str, Any], stored: Mapping[str, Any]) -> tup
     return final, final_codes
 
 
+#: ``asked`` when the policy that decided cannot be re-run here: its request is not compared.
+NOT_RERUN = "not_rerun"
+
+
 def review_problems(
-    stored: Mapping[str, Any], asked: Mapping[str, Any] | None, caller: IntentCaller
+    stored: Mapping[str, Any], asked: Mapping[str, Any] | str | None, caller: IntentCaller
 ) -> list[str]:
     """What is wrong with a stored DECISION's ``review`` block. ``asked``: the ``review`` block
-    the policy gives when re-run on the recorded inputs (None: it asks for no review)."""
+    the policy gives when re-run on the recorded inputs (None: it asks for no review;
+    :data:`NOT_RERUN`: it could not be re-run, the rest is still checked)."""
     try:
         block = ReviewBlock.from_payload(stored.get(REVIEW_KEY))
     except ValueError as exc:
         return [f"review_malformed: {exc}"]
     problems: list[str] = []
-    if asked is None or ReviewBlock.from_payload(asked).request != block.request:
+    if asked != NOT_RERUN and (
+        not isinstance(asked, Mapping) or ReviewBlock.from_payload(asked).request != block.request
+    ):
         problems.append("review_mismatch: the re-evaluated policy does not ask for this review")
     if block.verdict is None:
         if stored.get("decision") != "DENY" or any(

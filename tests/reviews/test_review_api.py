@@ -1,0 +1,193 @@
+"""Reviews through the API on a real stack (worker + API + Temporal dev server) with two tenants'
+keys: listing, approving and denying, tenant isolation, four-eyes, a second verdict; then verify
+and what-if over the ledger the reviews left."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.audit.helpers import Ledger
+from tests.security.conftest import bearer, make_key
+from tests.stack import Stack, envelope, make_settings, running_stack
+from turngate.artifacts import open_artifact_store
+from turngate.audit import verify_all
+from turngate.audit.verification.shadow_recompute import known_policies
+from turngate.core.policy import load_policy
+from turngate.devserver import DevServer
+from turngate.ledger import LedgerStore
+from turngate.policy_lifecycle.whatif import run_whatif
+
+POLICY_MODULE, POLICY_OBJECT = "tests.reviews.policies", "FOUR_EYES"
+
+
+class Keys:
+    def __init__(self, settings: Any) -> None:
+        self.writer = make_key(settings, "t1", "intent.write,snapshot.read")
+        self.self_reviewer = make_key(settings, "t1", "intent.write,review")  # writes and reviews
+        self.reviewer = make_key(settings, "t1", "review")
+        self.other_tenant = make_key(settings, "t2", "review")
+
+
+def key_id(secret: str) -> str:
+    return secret.split("_")[1]
+
+
+@pytest.fixture(scope="module")
+async def stack(
+    tmp_path_factory: pytest.TempPathFactory, temporal_server: DevServer
+) -> AsyncIterator[tuple[Stack, Keys]]:
+    settings = make_settings(
+        tmp_path_factory.mktemp("reviews"),
+        temporal_server.address,
+        auth_mode="keys",
+        policy_module=POLICY_MODULE,
+        policy_object=POLICY_OBJECT,
+        wait_timeout_s=1.0,
+    )
+    keys = Keys(settings)
+    async with running_stack(settings) as running:
+        yield running, keys
+
+
+async def _send(stack: Stack, secret: str, message: str, cid: str) -> httpx.Response:
+    body = envelope(message, correlation_id=cid)
+    return await stack.http.post("/ingress/intent", params={"wait": "decision"}, json=body, headers=bearer(secret))
+
+
+async def _listed(stack: Stack, secret: str, cid: str) -> dict[str, Any]:
+    for _ in range(200):
+        answer = await stack.http.get("/reviews", headers=bearer(secret))
+        assert answer.status_code == 200, answer.text
+        found = [r for r in answer.json()["reviews"] if r["correlation_id"] == cid]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{cid} never listed for review")
+
+
+async def _events(stack: Stack, secret: str, cid: str, kinds: set[str]) -> dict[str, dict[str, Any]]:
+    for _ in range(200):
+        page = await stack.http.get("/snapshot", params={"limit": 2000}, headers=bearer(secret))
+        found = {e["kind"]: e for e in page.json()["events"] if e["correlation_id"] == cid}
+        if kinds <= set(found):
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{cid}: {kinds} never recorded")
+
+
+async def test_an_approver_of_the_tenant_approves_after_the_refusals(stack) -> None:
+    running, keys = stack
+    http = running.http
+    sent = await _send(running, keys.self_reviewer, "please refund order 7", "c-approve")
+    assert sent.status_code == 202 and sent.json()["wait_timed_out"] is True
+    listed = await _listed(running, keys.reviewer, "c-approve")
+    assert listed["message"] == "please refund order 7"
+    assert listed["request"]["reason_codes"] == ["policy.review_keyword"] and listed["request"]["four_eyes"]
+    assert "inclusion_log" in listed["manifest"] and listed["age_s"] >= 0
+    # another tenant neither sees nor decides it
+    other = await http.get("/reviews", headers=bearer(keys.other_tenant))
+    assert all(r["correlation_id"] != "c-approve" for r in other.json()["reviews"])
+    refused = await http.post("/reviews/c-approve/approve", json={}, headers=bearer(keys.other_tenant))
+    assert (refused.status_code, refused.json()["reason_code"]) == (404, "review.not_found")
+    assert (await http.get("/reviews/c-approve", headers=bearer(keys.other_tenant))).status_code == 404
+    # a key without the review role never reaches the route; the intent's own key is four-eyes
+    refused = await http.post("/reviews/c-approve/approve", json={}, headers=bearer(keys.writer))
+    assert (refused.status_code, refused.json()["reason_code"]) == (403, "auth.forbidden")
+    refused = await http.post("/reviews/c-approve/approve", json={}, headers=bearer(keys.self_reviewer))
+    assert (refused.status_code, refused.json()["reason_code"]) == (403, "review.four_eyes")
+    too_long = await http.post(
+        "/reviews/c-approve/approve", json={"comment": "x" * 4001}, headers=bearer(keys.reviewer)
+    )
+    assert too_long.status_code == 422
+    approved = await http.post(
+        "/reviews/c-approve/approve", json={"comment": "checked the order"}, headers=bearer(keys.reviewer)
+    )
+    assert approved.status_code == 200, approved.text
+    again = await http.post("/reviews/c-approve/deny", json={}, headers=bearer(keys.reviewer))
+    assert (again.status_code, again.json()["reason_code"]) == (409, "review.already_decided")
+    events = await _events(running, keys.writer, "c-approve", {"DECISION", "EXECUTION"})
+    decision = events["DECISION"]["payload"]
+    assert (decision["decision"], decision["reason_codes"]) == (
+        "ALLOW",
+        ["policy.review_keyword", "review.approved"],
+    )
+    review = decision["review"]
+    assert review["verdict"] == "approve" and review["approver"]["key_id"] == key_id(keys.reviewer)
+    assert review["comment"]["sha256"] and "error" not in events["EXECUTION"]["payload"]
+    shown = await http.get("/reviews/c-approve", headers=bearer(keys.reviewer))
+    assert shown.json()["state"] == "decided" and shown.json()["review"] == review
+
+
+async def test_a_denied_turn_is_recorded_deny_and_never_executed(stack) -> None:
+    running, keys = stack
+    await _send(running, keys.writer, "refund everything", "c-deny")
+    await _listed(running, keys.reviewer, "c-deny")
+    denied = await running.http.post("/reviews/c-deny/deny", json={"comment": "no"}, headers=bearer(keys.reviewer))
+    assert denied.status_code == 200, denied.text
+    events = await _events(running, keys.writer, "c-deny", {"DECISION"})
+    await asyncio.sleep(0.3)
+    events = await _events(running, keys.writer, "c-deny", {"DECISION"})
+    assert "EXECUTION" not in events
+    payload = events["DECISION"]["payload"]
+    assert (payload["decision"], payload["reason_codes"]) == ("DENY", ["review.denied"])
+
+
+async def test_a_turn_the_policy_allows_has_no_review(stack) -> None:
+    running, keys = stack
+    sent = await _send(running, keys.writer, "hello there", "c-plain")
+    assert sent.json()["decision"]["payload"]["decision"] == "ALLOW"
+    assert "review" not in sent.json()["decision"]["payload"]
+    shown = await running.http.get("/reviews/c-plain", headers=bearer(keys.reviewer))
+    assert shown.status_code == 404
+    refused = await running.http.post("/reviews/c-plain/approve", json={}, headers=bearer(keys.reviewer))
+    assert (refused.status_code, refused.json()["reason_code"]) == (409, "review.not_pending")
+
+
+@pytest.fixture
+def policy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify re-runs the configured policy (from the environment, as `turngate verify` does)."""
+    monkeypatch.setenv("TURNGATE_POLICY_MODULE", POLICY_MODULE)
+    monkeypatch.setenv("TURNGATE_POLICY_OBJECT", POLICY_OBJECT)
+    known_policies.cache_clear()
+    yield
+    known_policies.cache_clear()
+
+
+async def test_verify_whatif_and_a_tampered_review_block(stack, policy_env) -> None:
+    running, keys = stack
+    settings = running.settings
+    await _events(running, keys.writer, "c-approve", {"EXECUTION"})
+    artifacts = open_artifact_store(settings.effective_artifacts)
+    config = settings.context_config()
+    with LedgerStore(settings.effective_ledger_url) as store:
+        report = verify_all(store, artifacts=artifacts, context_config=config)
+        assert report.ok, report.failures
+        # what-if: the active policy asks the same reviews; allow_all would decide them itself
+        same = run_whatif(store, load_policy(POLICY_MODULE, POLICY_OBJECT), context_config=config, workers=1)
+        assert same.by_change == {}
+        allow = run_whatif(store, load_policy("turngate.policies.allow_all"), context_config=config, workers=1)
+        flipped = {flip.correlation_id: flip for flip in allow.flipped}
+        assert flipped["c-approve"].change.value == "REVIEW ->"
+        assert flipped["c-approve"].recorded.decision == "REVIEW"
+        assert allow.by_change["REVIEW ->"] == 2
+    # a forger rewrites the approver (and the whole chain after it): verify still fails
+    ledger = Ledger(data_dir=Path(settings.data_dir), store=None, built=None)  # type: ignore[arg-type]
+    row = ledger.row("c-approve", "DECISION")
+
+    def forge(payload: dict[str, Any]) -> None:
+        payload["review"]["approver"]["key_id"] = key_id(keys.self_reviewer)
+
+    ledger.edit_payload(row["index"], forge, reseal=True)
+    with LedgerStore(settings.effective_ledger_url) as store:
+        report = verify_all(store, artifacts=artifacts, context_config=config)
+    assert not report.ok
+    details = [f.detail for f in report.failures if f.index == row["index"]]
+    assert any("review_mismatch: the approver may not decide it" in d for d in details), details
+    assert json.loads(ledger.row("c-approve", "DECISION")["payload"])["review"]["verdict"] == "approve"
