@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -36,7 +36,7 @@ from turngate.workflows.turn_review import (
     ALREADY_DECIDED,
     NOT_PENDING,
     PENDING,
-    REVIEW_QUERY,
+    REVIEW_MEMO,
     PendingReview,
 )
 
@@ -45,8 +45,10 @@ router = APIRouter()
 
 #: At most this many pending reviews per listing (oldest first).
 MAX_LISTED = 200
-#: A workflow that does not answer a query or an update in this long: 503 (no worker running?).
+#: Temporal's answer to a describe; a verdict's update, which a worker must take (after a worker
+#: crash, once the dead worker's sticky queue timed out: 10 s): 503 past it.
 RPC_TIMEOUT = timedelta(seconds=10)
+UPDATE_TIMEOUT = timedelta(seconds=30)
 COMMENT_KIND = "review_comment"
 
 #: HTTP status of each refusal the workflow's validator gives (docs/ERRORS.md).
@@ -81,28 +83,33 @@ def _quoted(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
-async def pending_workflow_ids(client: Client, prefix: str, tenant_id: str | None) -> list[str]:
-    ids = []
-    async for execution in client.list_workflows(pending_query(prefix, tenant_id), limit=MAX_LISTED):
-        ids.append(execution.id)
-    return ids
-
-
 async def pending_reviews(client: Client, prefix: str, tenant_id: str | None) -> list[PendingReview]:
-    """What each waiting turn of the tenant says it waits for, oldest request first (a turn
-    whose worker does not answer now is left out; it is listed again once one does)."""
-    ids = await pending_workflow_ids(client, prefix, tenant_id)
-    answers = await asyncio.gather(*(_pending(client, wid) for wid in ids), return_exceptions=True)
-    found = [answer for answer in answers if isinstance(answer, PendingReview)]
-    for wid, answer in zip(ids, answers, strict=True):
-        if isinstance(answer, BaseException):
-            log.warning("review of %s not listed: its workflow did not answer: %s", wid, answer)
+    """The waiting turns of the tenant, oldest request first: each turn's :class:`PendingReview`
+    is in its memo, so listing needs no worker (a crashed one, say)."""
+    found: list[PendingReview] = []
+    async for execution in client.list_workflows(pending_query(prefix, tenant_id), limit=MAX_LISTED):
+        review = await _memo(execution.memo_value, execution.id)
+        if review is not None:
+            found.append(review)
     return sorted(found, key=lambda review: review.requested_at)
 
 
+async def _memo(memo_value: Any, workflow_id: str) -> PendingReview | None:
+    try:
+        value: PendingReview = await memo_value(REVIEW_MEMO, type_hint=PendingReview)
+    except (KeyError, ValueError, TypeError) as exc:
+        log.warning("review of %s not listed: its memo is unreadable: %s", workflow_id, exc)
+        return None
+    return value
+
+
 async def _pending(client: Client, workflow_id: str) -> PendingReview | None:
-    handle = client.get_workflow_handle(workflow_id)
-    return await handle.query(REVIEW_QUERY, result_type=PendingReview | None, rpc_timeout=RPC_TIMEOUT)
+    """The turn's pending review (None: it waits for none), from its description (no worker)."""
+    description = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=RPC_TIMEOUT)
+    waiting = description.typed_search_attributes.get(SA_DECISION) == PENDING
+    if description.status != WorkflowExecutionStatus.RUNNING or not waiting:
+        return None
+    return await _memo(description.memo_value, workflow_id)
 
 
 def _intent(state: ApiState, correlation_id: str, tenant_id: str | None) -> Event | None:
@@ -236,7 +243,7 @@ async def _decide(
     handle = state.client.get_workflow_handle(_workflow_id(state, intent))
     taken = ReviewVerdict(verdict=verdict, approver=approver_of(principal), comment=pointer)
     try:
-        answer = await handle.execute_update(TurnWorkflow.review, taken, rpc_timeout=RPC_TIMEOUT)
+        answer = await handle.execute_update(TurnWorkflow.review, taken, rpc_timeout=UPDATE_TIMEOUT)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         code = cause.type if isinstance(cause, ApplicationError) and cause.type else NOT_PENDING

@@ -43,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
 #: The update a verdict is sent as, and the query that shows the pending review.
 REVIEW_UPDATE = "review"
 REVIEW_QUERY = "pending_review"
+#: The memo key of a waiting turn's :class:`PendingReview` (read by GET /reviews).
+REVIEW_MEMO = "review"
 #: What TurngateDecision says while a turn waits for its verdict (GET /reviews lists these).
 PENDING = "REVIEW"
 #: ``ApplicationError.type`` of a refused verdict (the API's reason codes, docs/ERRORS.md).
@@ -152,6 +154,8 @@ async def _wait_for_verdict(decision: TurnDecision, request: ReviewRequest, wait
         model=decision.model.resolved_model_id,
         manifest=decision.manifest.model_dump(mode="json"),
     )
+    # Listed by a visibility query, its details in the memo: no worker needed to list it.
+    workflow.upsert_memo({REVIEW_MEMO: wait.pending.model_dump(mode="json")})
     workflow.upsert_search_attributes([SA_DECISION.value_set(PENDING)])
     try:
         await workflow.wait_condition(
