@@ -58,7 +58,9 @@ async def stack(
 
 async def _send(stack: Stack, secret: str, message: str, cid: str) -> httpx.Response:
     body = envelope(message, correlation_id=cid)
-    return await stack.http.post("/ingress/intent", params={"wait": "decision"}, json=body, headers=bearer(secret))
+    return await stack.http.post(
+        "/ingress/intent", params={"wait": "decision"}, json=body, headers=bearer(secret)
+    )
 
 
 async def _listed(stack: Stack, secret: str, cid: str) -> dict[str, Any]:
@@ -129,7 +131,9 @@ async def test_a_denied_turn_is_recorded_deny_and_never_executed(stack) -> None:
     running, keys = stack
     await _send(running, keys.writer, "refund everything", "c-deny")
     await _listed(running, keys.reviewer, "c-deny")
-    denied = await running.http.post("/reviews/c-deny/deny", json={"comment": "no"}, headers=bearer(keys.reviewer))
+    denied = await running.http.post(
+        "/reviews/c-deny/deny", json={"comment": "no"}, headers=bearer(keys.reviewer)
+    )
     assert denied.status_code == 200, denied.text
     events = await _events(running, keys.writer, "c-deny", {"DECISION"})
     await asyncio.sleep(0.3)
@@ -172,7 +176,9 @@ async def test_verify_whatif_and_a_tampered_review_block(stack, policy_env) -> N
         # what-if: the active policy asks the same reviews; allow_all would decide them itself
         same = run_whatif(store, load_policy(POLICY_MODULE, POLICY_OBJECT), context_config=config, workers=1)
         assert same.by_change == {}
-        allow = run_whatif(store, load_policy("turngate.policies.allow_all"), context_config=config, workers=1)
+        allow = run_whatif(
+            store, load_policy("turngate.policies.allow_all"), context_config=config, workers=1
+        )
         flipped = {flip.correlation_id: flip for flip in allow.flipped}
         assert flipped["c-approve"].change.value == "REVIEW ->"
         assert flipped["c-approve"].recorded.decision == "REVIEW"

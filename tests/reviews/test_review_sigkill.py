@@ -64,7 +64,11 @@ async def test_a_waiting_turn_survives_sigkill_and_is_approved_through_the_cli(
 
     def start(generation: int) -> None:
         procs.append(spawn(["worker"], settings, tmp_path / f"worker-{generation}.log", **env))
-        procs.append(spawn(["serve", "--port", str(settings.port)], settings, tmp_path / f"api-{generation}.log", **env))
+        procs.append(
+            spawn(
+                ["serve", "--port", str(settings.port)], settings, tmp_path / f"api-{generation}.log", **env
+            )
+        )
         wait_http(f"{base}/healthz", 60)
 
     store = LedgerStore(settings.effective_ledger_url)
@@ -92,7 +96,9 @@ async def test_a_waiting_turn_survives_sigkill_and_is_approved_through_the_cli(
                 proc.wait(10)
             start(2)
 
-            refused = _cli(settings, "reviews", "approve", "c-killed", "--url", base, "--api-key", other_tenant, **env)
+            refused = _cli(
+                settings, "reviews", "approve", "c-killed", "--url", base, "--api-key", other_tenant, **env
+            )
             assert refused.returncode == 1 and "review.not_found" in refused.stderr, refused.stderr
             listed_cli = _cli(settings, "reviews", "list", "--url", base, "--api-key", reviewer, **env)
             assert listed_cli.returncode == 0 and "c-killed" in listed_cli.stdout, listed_cli.stderr

@@ -24,8 +24,6 @@ from turngate.workflows.turn_review import REVIEW_QUERY, PendingReview
 REVIEWER = Approver(key_id="k-reviewer", tenant_id=None, roles=("review",))
 
 
-
-
 async def _run_worker(env, task_queue: str, fakes: FakeTurnActivities) -> Worker:  # noqa: F811
     return Worker(
         env.client,
@@ -120,7 +118,7 @@ async def test_a_missed_deadline_is_a_timed_out_deny(env) -> None:  # noqa: F811
 
 async def test_refused_verdicts_never_enter_the_history(env) -> None:  # noqa: F811
     principal = {"tenant_id": "t1", "key_id": "k-author"}
-    fakes, cid, handle, worker = await _start(env, "tests.reviews.policies:FOUR_EYES", principal=principal)
+    fakes, _, handle, worker = await _start(env, "tests.reviews.policies:FOUR_EYES", principal=principal)
     async with worker:
         await _pending(handle)
         author = Approver(key_id="k-author", tenant_id="t1", roles=("review",))

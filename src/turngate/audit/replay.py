@@ -29,12 +29,12 @@ from turngate.audit.verification.findings import decision_problem_kind
 from turngate.audit.verification.spend_recompute import verify_spend
 from turngate.core.context import ContextConfig
 from turngate.core.decision import decide, stored_scope, verify_decision
-from turngate.core.review import replayed_outcome
 from turngate.core.events import Event, EventKind, event_digest
 from turngate.core.manifest import parse_pointer
 from turngate.core.model_resolution import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
 from turngate.core.pointers import server_pointers
 from turngate.core.policy import LoadedPolicy, PolicyLoadError, load_policy
+from turngate.core.review import replayed_outcome
 from turngate.ledger import LedgerStore
 from turngate.ledger.rows import (
     event_from_row,

@@ -175,6 +175,8 @@ def review(correlation_id: str) -> Call:
     return Call("GET", f"/reviews/{quote(correlation_id, safe='')}")
 
 
-def decide_review(correlation_id: str, verdict: Literal["approve", "deny"], comment: str | None = None) -> Call:
+def decide_review(
+    correlation_id: str, verdict: Literal["approve", "deny"], comment: str | None = None
+) -> Call:
     body = {"comment": comment} if comment else {}
     return Call("POST", f"/reviews/{quote(correlation_id, safe='')}/{verdict}", json=body)

@@ -366,9 +366,12 @@ def verify_decision(
     judged = judge_as_recorded(intent, candidates, cfg, policy, scope)
     error_code = judged.error["code"] if judged.built is None and judged.error else None
     problems.extend(compare_decision(stored, _pinned(judged.built, context_config_digest(cfg), error_code)))
-    asked = {"decision": judged.decision.decision, "reason_codes": list(judged.decision.reason_codes)}
+    asked: dict[str, Any] = {
+        "decision": judged.decision.decision,
+        "reason_codes": list(judged.decision.reason_codes),
+    }
     if judged.decision.review is not None:  # settled by the recorded verdict (core/review.py)
-        asked = {"decision": "ALLOW", "reason_codes": asked["reason_codes"]}
+        asked["decision"] = "ALLOW"
         asked["review"] = pending_block(judged.decision.reason_codes, judged.decision.review)
     decision, reason_codes = replayed_outcome(asked, stored)
     replayed = {"decision": decision, "reason_codes": reason_codes, "policy": policy.describe()}

@@ -169,7 +169,9 @@ FOUR_EYES = "review.four_eyes"
 WRONG_TENANT = "review.not_found"
 
 
-def verdict_refusal(request: ReviewRequest, approver: Approver, caller: IntentCaller) -> tuple[str, str] | None:
+def verdict_refusal(
+    request: ReviewRequest, approver: Approver, caller: IntentCaller
+) -> tuple[str, str] | None:
     """Why ``approver`` may not decide this review (None: they may). Both approving and denying
     need the role; four-eyes keeps the intent's own caller from deciding it either way."""
     if approver.tenant_id is not None and approver.tenant_id != caller.tenant_id:

@@ -53,7 +53,8 @@ def review_lines(review: dict[str, Any]) -> list[str]:
     """One review, for a person: the turn, what the policy asked and the message."""
     request = review.get("request") or {}
     lines = [
-        f"turn      {review.get('correlation_id')} (thread {review.get('thread_id')}, actor {review.get('actor')})",
+        f"turn      {review.get('correlation_id')} "
+        f"(thread {review.get('thread_id')}, actor {review.get('actor')})",
         f"state     {review.get('state')}",
     ]
     if review.get("state") == "decided":
@@ -86,7 +87,8 @@ async def cmd_list(api: AsyncTurngate, args: argparse.Namespace) -> int:
     print(f"{'TURN':<28} {'WAITING':>9}  {'DEADLINE':<26} {'REASONS'}")
     for review in reviews:
         codes = ",".join((review.get("request") or {}).get("reason_codes") or [])
-        print(f"{review['correlation_id']:<28} {_age(review.get('age_s')):>9}  {review.get('deadline_at')!s:<26} {codes}")
+        age, deadline = _age(review.get("age_s")), str(review.get("deadline_at"))
+        print(f"{review['correlation_id']:<28} {age:>9}  {deadline:<26} {codes}")
     return 0
 
 

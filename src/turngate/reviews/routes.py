@@ -217,7 +217,9 @@ async def deny_review(
 
 
 def approver_of(principal: Principal) -> Approver:
-    return Approver(key_id=principal.key_id, tenant_id=principal.tenant_id, roles=tuple(sorted(principal.roles)))
+    return Approver(
+        key_id=principal.key_id, tenant_id=principal.tenant_id, roles=tuple(sorted(principal.roles))
+    )
 
 
 async def _decide(
@@ -259,7 +261,12 @@ async def _decide(
                 return _decided(events["DECISION"], correlation_id)
             return _not_found(correlation_id)
         return _unavailable(exc)
-    return {"ok": True, "correlation_id": answer.correlation_id, "verdict": answer.verdict, "comment": pointer}
+    return {
+        "ok": True,
+        "correlation_id": answer.correlation_id,
+        "verdict": answer.verdict,
+        "comment": pointer,
+    }
 
 
 def _decided(decision: Event, correlation_id: str) -> JSONResponse:

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.manifest import build_manifest
     from turngate.core.payloads import SYSTEM_ERROR, DecisionPayload, ExecutionPayload
     from turngate.core.refs import ref_lookup_ids
+    from turngate.core.review import ReviewVerdict
     from turngate.workflows import adoption
     from turngate.workflows.patches import TURN_SHAPE_INDEXED_STEP, TURN_SHAPE_ONE_STEP
     from turngate.workflows.shared import (
@@ -57,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
         REVIEW_UPDATE,
         PendingReview,
         ReviewAnswer,
-        ReviewVerdict,
         ReviewWait,
         review_turn,
     )

@@ -13,7 +13,7 @@ recorded ALLOW or DENY with its ``review`` block (:func:`turngate.core.review.de
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -133,7 +133,9 @@ def _recorded_verdict(recorded: Event | None, request: ReviewRequest) -> ReviewV
     return ReviewVerdict(verdict=block.verdict, approver=block.approver, comment=block.comment)
 
 
-async def _wait_for_verdict(decision: TurnDecision, request: ReviewRequest, wait: ReviewWait) -> ReviewVerdict | str:
+async def _wait_for_verdict(
+    decision: TurnDecision, request: ReviewRequest, wait: ReviewWait
+) -> ReviewVerdict | str:
     intent = decision.intent
     now = workflow.now()
     record = decision.outcome.record
@@ -157,12 +159,10 @@ async def _wait_for_verdict(decision: TurnDecision, request: ReviewRequest, wait
     # Listed by a visibility query, its details in the memo: no worker needed to list it.
     workflow.upsert_memo({REVIEW_MEMO: wait.pending.model_dump(mode="json")})
     workflow.upsert_search_attributes([SA_DECISION.value_set(PENDING)])
-    try:
+    with contextlib.suppress(TimeoutError):  # the deadline passed: no verdict
         await workflow.wait_condition(
             lambda: wait.verdict is not None, timeout=timedelta(seconds=request.deadline_s)
         )
-    except asyncio.TimeoutError:
-        pass
     wait.closed = True
     return wait.verdict if wait.verdict is not None else "timed_out"
 

@@ -15,7 +15,12 @@ from turngate.audit.forked_ranges import Bound, process_count, run_ranges, split
 from turngate.audit.gc_passes import with_fewer_gc_passes
 from turngate.audit.verification.config_findings import config_findings
 from turngate.audit.verification.configs import ConfigSource, config_map
-from turngate.audit.verification.decision_checks import DecisionCheck, review_block, shadow_entries, spend_plan
+from turngate.audit.verification.decision_checks import (
+    DecisionCheck,
+    review_block,
+    shadow_entries,
+    spend_plan,
+)
 from turngate.audit.verification.event_cache import MAX_CACHE_EVENTS
 from turngate.audit.verification.findings import AuditKind, AuditReport, Finding, ProgressFn
 from turngate.audit.verification.ranges import Plan, RangeTally, verify_range

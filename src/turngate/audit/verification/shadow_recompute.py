@@ -75,7 +75,11 @@ def rerun_review(
     recorded = stored.get("policy")
     if not isinstance(recorded, Mapping):
         return NOT_RERUN
-    identity = (str(recorded.get("policy_id")), str(recorded.get("policy_version")), str(recorded.get("config_digest")))
+    identity = (
+        str(recorded.get("policy_id")),
+        str(recorded.get("policy_version")),
+        str(recorded.get("config_digest")),
+    )
     policy = known_policies().get(identity)
     if policy is None:
         return NOT_RERUN
