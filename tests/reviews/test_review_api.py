@@ -18,6 +18,7 @@ from tests.security.conftest import bearer, make_key
 from tests.stack import Stack, envelope, make_settings, running_stack
 from turngate.artifacts import open_artifact_store
 from turngate.audit import verify_all
+from turngate.audit.replay import replay_turn
 from turngate.audit.verification.shadow_recompute import known_policies
 from turngate.core.policy import load_policy
 from turngate.devserver import DevServer
@@ -183,6 +184,12 @@ async def test_verify_whatif_and_a_tampered_review_block(stack, policy_env) -> N
         assert flipped["c-approve"].change.value == "REVIEW ->"
         assert flipped["c-approve"].recorded.decision == "REVIEW"
         assert allow.by_change["REVIEW ->"] == 2
+        # `turngate replay turn`: the policy asks this review again; the verdict settles it
+        for cid in ("c-approve", "c-deny"):
+            replayed = replay_turn(
+                store, cid, context_config=config, policy_module=POLICY_MODULE, policy_object=POLICY_OBJECT
+            )
+            assert replayed.ok, replayed.checks
     # a forger rewrites the approver (and the whole chain after it): verify still fails
     ledger = Ledger(data_dir=Path(settings.data_dir), store=None, built=None)  # type: ignore[arg-type]
     row = ledger.row("c-approve", "DECISION")
