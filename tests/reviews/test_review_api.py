@@ -20,6 +20,7 @@ from turngate.artifacts import open_artifact_store
 from turngate.audit import verify_all
 from turngate.audit.replay import replay_turn
 from turngate.audit.verification.shadow_recompute import known_policies
+from turngate.client import AsyncTurngate
 from turngate.core.policy import load_policy
 from turngate.devserver import DevServer
 from turngate.ledger import LedgerStore
@@ -204,3 +205,27 @@ async def test_verify_whatif_and_a_tampered_review_block(stack, policy_env) -> N
     details = [f.detail for f in report.failures if f.index == row["index"]]
     assert any("review_mismatch: the approver may not decide it" in d for d in details), details
     assert json.loads(ledger.row("c-approve", "DECISION")["payload"])["review"]["verdict"] == "approve"
+
+
+async def test_clients_are_told_the_turn_waits_for_review(stack) -> None:
+    running, keys = stack
+    url = str(running.http.base_url)
+    async with AsyncTurngate(url, keys.writer) as writer, AsyncTurngate(url, keys.reviewer) as reviewer:
+        receipt = await writer.chat("refund it please", correlation_id="c-client", wait="decision")
+        assert receipt.wait_timed_out and receipt.review_pending and receipt.decision is None
+        assert receipt.review is not None and receipt.review["correlation_id"] == "c-client"
+        assert receipt.review["reason_codes"] == ["policy.review_keyword"]
+        seen: list[str] = []
+
+        async def follow() -> None:
+            async for event in writer.stream_turn("c-client"):
+                seen.append(event.event)
+                if event.event == "review_pending":
+                    assert event.data["turn_id"] == "c-client"
+                    assert [r["correlation_id"] for r in await reviewer.reviews()].count("c-client") == 1
+                    await reviewer.approve("c-client", comment="fine")
+
+        await asyncio.wait_for(follow(), 30)
+        assert seen[0] == "review_pending" and seen[-1] == "done" and "token" in seen
+        decided = await reviewer.review("c-client")
+        assert decided["state"] == "decided" and decided["review"]["verdict"] == "approve"

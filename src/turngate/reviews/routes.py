@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -28,15 +28,15 @@ from turngate.api.state import ApiState, api_state
 from turngate.artifacts.store import aput
 from turngate.core.events import Event, EventKind
 from turngate.core.review import MAX_COMMENT_CHARS, Approver, ReviewVerdict
+from turngate.reviews.pending import memo_review, pending_review, workflow_id_of
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
-from turngate.workflows.shared import SA_DECISION, SA_TENANT_ID, turn_workflow_id
+from turngate.workflows.shared import SA_DECISION, SA_TENANT_ID
 from turngate.workflows.turn import TurnWorkflow
 from turngate.workflows.turn_review import (
     ALREADY_DECIDED,
     NOT_PENDING,
     PENDING,
-    REVIEW_MEMO,
     PendingReview,
 )
 
@@ -45,9 +45,8 @@ router = APIRouter()
 
 #: At most this many pending reviews per listing (oldest first).
 MAX_LISTED = 200
-#: Temporal's answer to a describe; a verdict's update, which a worker must take (after a worker
-#: crash, once the dead worker's sticky queue timed out: 10 s): 503 past it.
-RPC_TIMEOUT = timedelta(seconds=10)
+#: A verdict's update, which a worker must take (after a worker crash, once the dead worker's
+#: sticky queue timed out: 10 s): 503 past it.
 UPDATE_TIMEOUT = timedelta(seconds=30)
 COMMENT_KIND = "review_comment"
 
@@ -88,28 +87,10 @@ async def pending_reviews(client: Client, prefix: str, tenant_id: str | None) ->
     is in its memo, so listing needs no worker (a crashed one, say)."""
     found: list[PendingReview] = []
     async for execution in client.list_workflows(pending_query(prefix, tenant_id), limit=MAX_LISTED):
-        review = await _memo(execution.memo_value, execution.id)
+        review = await memo_review(execution.memo_value, execution.id)
         if review is not None:
             found.append(review)
     return sorted(found, key=lambda review: review.requested_at)
-
-
-async def _memo(memo_value: Any, workflow_id: str) -> PendingReview | None:
-    try:
-        value: PendingReview = await memo_value(REVIEW_MEMO, type_hint=PendingReview)
-    except (KeyError, ValueError, TypeError) as exc:
-        log.warning("review of %s not listed: its memo is unreadable: %s", workflow_id, exc)
-        return None
-    return value
-
-
-async def _pending(client: Client, workflow_id: str) -> PendingReview | None:
-    """The turn's pending review (None: it waits for none), from its description (no worker)."""
-    description = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=RPC_TIMEOUT)
-    waiting = description.typed_search_attributes.get(SA_DECISION) == PENDING
-    if description.status != WorkflowExecutionStatus.RUNNING or not waiting:
-        return None
-    return await _memo(description.memo_value, workflow_id)
 
 
 def _intent(state: ApiState, correlation_id: str, tenant_id: str | None) -> Event | None:
@@ -122,8 +103,7 @@ def _turn_events(state: ApiState, correlation_id: str, tenant_id: str | None) ->
 
 
 def _workflow_id(state: ApiState, intent: Event) -> str:
-    ids = (intent.stream_id, intent.thread_id, intent.turn_id)
-    return turn_workflow_id(*ids, state.settings.workflow_id_prefix, tenant_id=intent.tenant_id)
+    return workflow_id_of(intent, state.settings.workflow_id_prefix)
 
 
 def _view(review: PendingReview, intent: Event | None) -> dict[str, Any]:
@@ -184,7 +164,7 @@ async def show_review(
             "decision_index": decision.index,
         }
     try:
-        review = await _pending(state.client, _workflow_id(state, intent))
+        review = await pending_review(state.client, _workflow_id(state, intent))
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return _not_found(correlation_id)
