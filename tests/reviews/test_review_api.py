@@ -35,6 +35,7 @@ class Keys:
         self.self_reviewer = make_key(settings, "t1", "intent.write,review")  # writes and reviews
         self.reviewer = make_key(settings, "t1", "review")
         self.other_tenant = make_key(settings, "t2", "review")
+        self.operator = make_key(settings, "*", "admin")
 
 
 def key_id(secret: str) -> str:
@@ -95,6 +96,13 @@ async def test_an_approver_of_the_tenant_approves_after_the_refusals(stack) -> N
     assert listed["message"] == "please refund order 7"
     assert listed["request"]["reason_codes"] == ["policy.review_keyword"] and listed["request"]["four_eyes"]
     assert "inclusion_log" in listed["manifest"] and listed["age_s"] >= 0
+    metrics = (await http.get("/metrics", headers=bearer(keys.operator))).text
+    gauges = {
+        line.split()[0]: float(line.split()[1])
+        for line in metrics.splitlines()
+        if line.startswith("turngate_review")
+    }
+    assert gauges["turngate_reviews_pending"] >= 1 and gauges["turngate_review_oldest_age_seconds"] >= 0
     # another tenant neither sees nor decides it
     other = await http.get("/reviews", headers=bearer(keys.other_tenant))
     assert all(r["correlation_id"] != "c-approve" for r in other.json()["reviews"])

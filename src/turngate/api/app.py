@@ -29,6 +29,7 @@ from turngate.jobs import routes as job_routes
 from turngate.ledger import LedgerStore, LedgerUnavailableError
 from turngate.policy_lifecycle import routes as policy_routes
 from turngate.reviews import routes as review_routes
+from turngate.reviews.pending import review_gauge_sources
 from turngate.security.auth import Authenticator, AuthError, authorize
 from turngate.security.keys import KeyStore
 from turngate.security.limits import open_limits
@@ -77,6 +78,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         app.state.turngate = ApiState(settings, temporal, store, watcher, boundary, artifacts)
         metrics.watch_queues(turn_queue_source(temporal, settings.turns_task_queue))
         metrics.watch_ledger(lambda: store.head()[0])
+        metrics.watch_reviews(*review_gauge_sources(temporal, settings.workflow_id_prefix))
         log.info(
             "api up: ledger=%s temporal=%s",
             settings.public_view()["effective_ledger_url"],

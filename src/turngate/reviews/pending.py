@@ -5,20 +5,52 @@ the review routes, the ``?wait=`` answer of ``POST /ingress/intent`` and the tur
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from turngate.core.events import Event
-from turngate.workflows.shared import SA_DECISION, turn_workflow_id
+from turngate.workflows.shared import SA_DECISION, SA_TENANT_ID, turn_workflow_id
 from turngate.workflows.turn_review import PENDING, REVIEW_MEMO, PendingReview
 
 log = logging.getLogger(__name__)
 
 #: Temporal's answer to a describe; past it the turn is taken as not known to wait.
 DESCRIBE_TIMEOUT = timedelta(seconds=10)
+
+
+#: At most this many pending reviews per listing (oldest first).
+MAX_LISTED = 200
+
+
+def pending_query(prefix: str, tenant_id: str | None) -> str:
+    """The visibility query of the turns waiting for a verdict (one tenant's, when scoped)."""
+    clauses = [
+        f"{SA_DECISION.name} = '{PENDING}'",
+        "ExecutionStatus = 'Running'",
+        f"WorkflowId STARTS_WITH '{_quoted(prefix)}/'",
+    ]
+    if tenant_id is not None:
+        clauses.append(f"{SA_TENANT_ID.name} = '{_quoted(tenant_id)}'")
+    return " AND ".join(clauses)
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+async def pending_reviews(client: Client, prefix: str, tenant_id: str | None) -> list[PendingReview]:
+    """The waiting turns of the tenant, oldest request first: each turn's :class:`PendingReview`
+    is in its memo, so listing needs no worker (a crashed one, say)."""
+    found: list[PendingReview] = []
+    async for execution in client.list_workflows(pending_query(prefix, tenant_id), limit=MAX_LISTED):
+        review = await memo_review(execution.memo_value, execution.id)
+        if review is not None:
+            found.append(review)
+    return sorted(found, key=lambda review: review.requested_at)
 
 
 def workflow_id_of(intent: Event, prefix: str) -> str:
@@ -68,3 +100,31 @@ async def review_pending_answer(client: Client, workflow_id: str) -> dict[str, A
         log.warning("could not tell whether %s waits for a review: %s", workflow_id, exc)
         return {}
     return {} if review is None else {"review_pending": True, "review": review_notice(review)}
+
+
+def pending_count_source(client: Client, prefix: str) -> Callable[[], Awaitable[float]]:
+    """``turngate_reviews_pending``: turns waiting for a verdict (a visibility COUNT)."""
+
+    async def count() -> float:
+        return float((await client.count_workflows(pending_query(prefix, None))).count)
+
+    return count
+
+
+def oldest_age_source(client: Client, prefix: str) -> Callable[[], Awaitable[float]]:
+    """``turngate_review_oldest_age_seconds``: how long the oldest waiting turn has waited."""
+
+    async def oldest() -> float:
+        reviews = await pending_reviews(client, prefix, None)
+        if not reviews:
+            return 0.0
+        return max(0.0, (datetime.now(UTC) - reviews[0].requested_at).total_seconds())
+
+    return oldest
+
+
+def review_gauge_sources(
+    client: Client, prefix: str
+) -> tuple[Callable[[], Awaitable[float]], Callable[[], Awaitable[float]]]:
+    """The sources of the pending-review gauges (``TurngateMetrics.watch_reviews``)."""
+    return pending_count_source(client, prefix), oldest_age_source(client, prefix)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -28,23 +28,19 @@ from turngate.api.state import ApiState, api_state
 from turngate.artifacts.store import aput
 from turngate.core.events import Event, EventKind
 from turngate.core.review import MAX_COMMENT_CHARS, Approver, ReviewVerdict
-from turngate.reviews.pending import memo_review, pending_review, workflow_id_of
+from turngate.reviews.pending import pending_review, pending_reviews, workflow_id_of
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
-from turngate.workflows.shared import SA_DECISION, SA_TENANT_ID
 from turngate.workflows.turn import TurnWorkflow
 from turngate.workflows.turn_review import (
     ALREADY_DECIDED,
     NOT_PENDING,
-    PENDING,
     PendingReview,
 )
 
 log = logging.getLogger(__name__)
 router = APIRouter()
 
-#: At most this many pending reviews per listing (oldest first).
-MAX_LISTED = 200
 #: A verdict's update, which a worker must take (after a worker crash, once the dead worker's
 #: sticky queue timed out: 10 s): 503 past it.
 UPDATE_TIMEOUT = timedelta(seconds=30)
@@ -64,33 +60,6 @@ class VerdictBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     comment: str | None = Field(None, max_length=MAX_COMMENT_CHARS)
-
-
-def pending_query(prefix: str, tenant_id: str | None) -> str:
-    """The visibility query of the turns waiting for a verdict (one tenant's, when scoped)."""
-    clauses = [
-        f"{SA_DECISION.name} = '{PENDING}'",
-        "ExecutionStatus = 'Running'",
-        f"WorkflowId STARTS_WITH '{_quoted(prefix)}/'",
-    ]
-    if tenant_id is not None:
-        clauses.append(f"{SA_TENANT_ID.name} = '{_quoted(tenant_id)}'")
-    return " AND ".join(clauses)
-
-
-def _quoted(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
-
-
-async def pending_reviews(client: Client, prefix: str, tenant_id: str | None) -> list[PendingReview]:
-    """The waiting turns of the tenant, oldest request first: each turn's :class:`PendingReview`
-    is in its memo, so listing needs no worker (a crashed one, say)."""
-    found: list[PendingReview] = []
-    async for execution in client.list_workflows(pending_query(prefix, tenant_id), limit=MAX_LISTED):
-        review = await memo_review(execution.memo_value, execution.id)
-        if review is not None:
-            found.append(review)
-    return sorted(found, key=lambda review: review.requested_at)
 
 
 def _intent(state: ApiState, correlation_id: str, tenant_id: str | None) -> Event | None:
