@@ -8,6 +8,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from temporalio import activity
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -17,11 +18,20 @@ from tests.stack import envelope
 from tests.workflows.test_turn_branches import FakeTurnActivities, _boundary, env  # noqa: F401
 from turngate.core.events import IntentPrincipal, parse_intent
 from turngate.core.review import Approver, ReviewBlock, ReviewVerdict
-from turngate.workflows.shared import TurnInput, TurnResult
+from turngate.workflows.shared import ReviewRequested, TurnInput, TurnResult
 from turngate.workflows.turn import TurnWorkflow
+from turngate.workflows.turn_activities import NOTIFY_REVIEW
 from turngate.workflows.turn_review import REVIEW_QUERY, PendingReview
 
 REVIEWER = Approver(key_id="k-reviewer", tenant_id=None, roles=("review",))
+
+
+NOTICES: list[ReviewRequested] = []
+
+
+@activity.defn(name=NOTIFY_REVIEW)
+async def fake_notify_review(inp: ReviewRequested) -> None:
+    NOTICES.append(inp)
 
 
 async def _run_worker(env, task_queue: str, fakes: FakeTurnActivities) -> Worker:  # noqa: F811
@@ -29,7 +39,13 @@ async def _run_worker(env, task_queue: str, fakes: FakeTurnActivities) -> Worker
         env.client,
         task_queue=task_queue,
         workflows=[TurnWorkflow],
-        activities=[fakes.begin_turn, fakes.append_event, fakes.call_provider, fakes.call_and_record],
+        activities=[
+            fakes.begin_turn,
+            fakes.append_event,
+            fakes.call_provider,
+            fakes.call_and_record,
+            fake_notify_review,
+        ],
     )
 
 
@@ -42,9 +58,17 @@ async def _pending(handle: WorkflowHandle) -> PendingReview:
     raise AssertionError("the turn never waited for a review")
 
 
-async def _start(env, policy: str, message: str = "please refund", shape: int = 1, principal=None):  # noqa: F811
+async def _start(
+    env,  # noqa: F811
+    policy: str,
+    message: str = "please refund",
+    shape: int = 1,
+    principal=None,
+    webhook: bool = False,
+):
     task_queue = f"turns-{uuid.uuid4()}"
-    fakes = FakeTurnActivities(_boundary(task_queue, policy, shape))
+    boundary = _boundary(task_queue, policy, shape).model_copy(update={"review_webhook": webhook})
+    fakes = FakeTurnActivities(boundary)
     cid = f"c-{uuid.uuid4()}"
     parsed = parse_intent(envelope(message, correlation_id=cid))
     if principal is not None:  # set by the API from the caller's key, never from the body
@@ -141,3 +165,18 @@ async def test_a_turn_without_review_is_unchanged(env) -> None:  # noqa: F811
         assert await _refused(handle, _verdict()) == "completed"
     assert (result.decision, result.reason_codes) == ("ALLOW", ["policy.no_review_needed"])
     assert "review" not in fakes.recorded(cid, "DECISION").payload
+
+
+async def test_the_review_webhook_is_told_only_when_configured(env) -> None:  # noqa: F811
+    NOTICES.clear()
+    for webhook in (False, True):
+        _, cid, handle, worker = await _start(env, "tests.reviews.policies:REVIEW", webhook=webhook)
+        async with worker:
+            await _pending(handle)
+            await handle.execute_update(TurnWorkflow.review, _verdict("deny"))
+            await handle.result()
+        told = [notice.correlation_id for notice in NOTICES]
+        assert told == ([cid] if webhook else [])
+    notice = NOTICES[0]
+    assert notice.reason_codes == ["policy.review_keyword"] and notice.role == "review"
+    assert notice.deadline_at > notice.requested_at

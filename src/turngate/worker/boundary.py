@@ -39,6 +39,7 @@ def load_boundary(settings: Settings) -> Boundary:
         shadow_policies=settings.shadow_policies,
         models=models,
         turn_shape=CURRENT_TURN_SHAPE,
+        review_webhook=bool(settings.review_webhook_url),
     )
 
 

@@ -98,6 +98,24 @@ class Boundary(_Model):
     # histories recorded before the field carry none and replay as shape 1. Data in the
     # begin_turn result, so choosing it costs no marker and no search-attribute write per turn.
     turn_shape: int = 1
+    # A review webhook is configured: a turn that starts waiting for a reviewer notifies it.
+    review_webhook: bool = False
+
+
+class ReviewRequested(_Model):
+    """What the review webhook is told (never the message: a reviewer reads it through the API)."""
+
+    event: str = "review.requested"
+    correlation_id: str
+    thread_id: str
+    turn_id: str
+    tenant_id: str | None
+    actor: str
+    reason_codes: list[str]
+    role: str
+    four_eyes: bool
+    requested_at: str
+    deadline_at: str
 
 
 class ExternalRefsInput(_Model):

@@ -24,6 +24,7 @@ from turngate.workflows.shared import (
     ExternalRefsInput,
     ProviderCallInput,
     ProviderCallResult,
+    ReviewRequested,
 )
 
 BEGIN_TURN = "turngate.begin_turn"
@@ -31,6 +32,7 @@ APPEND_EVENT = "turngate.append_event"
 RESOLVE_EXTERNAL_REFS = "turngate.resolve_external_refs"
 CALL_PROVIDER = "turngate.call_provider"
 CALL_AND_RECORD = "turngate.call_and_record"
+NOTIFY_REVIEW = "turngate.notify_review"
 
 
 def _definition_only(name: str) -> NotImplementedError:
@@ -68,3 +70,9 @@ async def call_and_record(inp: CallAndRecordInput) -> CallAndRecordResult:
     what the ledger holds and never calls the provider again once the EXECUTION is recorded
     (``TurnStepActivities.call_and_record``)."""
     raise _definition_only(CALL_AND_RECORD)
+
+
+@activity.defn(name=NOTIFY_REVIEW)
+async def notify_review(inp: ReviewRequested) -> None:
+    """POST a review request to the configured webhook (``ReviewWebhookActivities``)."""
+    raise _definition_only(NOTIFY_REVIEW)

@@ -13,6 +13,7 @@ recorded ALLOW or DENY with its ``review`` block (:func:`turngate.core.review.de
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -20,7 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from turngate.core.events import Event
@@ -37,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
         pending_request,
         verdict_refusal,
     )
-    from turngate.workflows.shared import SA_DECISION, BeginTurnResult
+    from turngate.workflows.shared import SA_DECISION, BeginTurnResult, Boundary, ReviewRequested
+    from turngate.workflows.turn_activities import notify_review
     from turngate.workflows.turn_decide import TurnDecision
 
 #: The update a verdict is sent as, and the query that shows the pending review.
@@ -47,6 +50,11 @@ REVIEW_QUERY = "pending_review"
 REVIEW_MEMO = "review"
 #: What TurngateDecision says while a turn waits for its verdict (GET /reviews lists these).
 PENDING = "REVIEW"
+#: The review webhook's delivery: a few attempts within the first minutes of the wait.
+WEBHOOK_TIMEOUT = timedelta(seconds=15)
+WEBHOOK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
+)
 #: ``ApplicationError.type`` of a refused verdict (the API's reason codes, docs/ERRORS.md).
 NOT_PENDING = "review.not_pending"
 ALREADY_DECIDED = "review.already_decided"
@@ -90,6 +98,7 @@ class ReviewWait:
     caller: IntentCaller | None = None
     verdict: ReviewVerdict | None = None
     closed: bool = False  # the verdict came or the deadline passed: no other verdict is taken
+    notice: asyncio.Task[None] | None = None  # the review webhook's delivery, when configured
 
     def check(self, verdict: ReviewVerdict) -> None:
         """The update's validator: refuse a verdict that may not be taken (not in history)."""
@@ -115,7 +124,7 @@ async def review_turn(decision: TurnDecision, begin: BeginTurnResult, wait: Revi
         return decision
     verdict = _recorded_verdict(begin.recorded.get("DECISION"), request)
     if verdict is None:
-        verdict = await _wait_for_verdict(decision, request, wait)
+        verdict = await _wait_for_verdict(decision, request, wait, begin.boundary)
     return _decided(decision, request, verdict)
 
 
@@ -133,8 +142,36 @@ def _recorded_verdict(recorded: Event | None, request: ReviewRequest) -> ReviewV
     return ReviewVerdict(verdict=block.verdict, approver=block.approver, comment=block.comment)
 
 
+async def _notify(pending: PendingReview) -> None:
+    """Tell the review webhook; a delivery that keeps failing is logged, the turn waits on."""
+    try:
+        await workflow.execute_activity(
+            notify_review,
+            _requested(pending),
+            start_to_close_timeout=WEBHOOK_TIMEOUT,
+            retry_policy=WEBHOOK_RETRY,
+        )
+    except ActivityError as exc:
+        workflow.logger.warning("the review webhook was not told about %s: %s", pending.correlation_id, exc)
+
+
+def _requested(pending: PendingReview) -> ReviewRequested:
+    return ReviewRequested(
+        correlation_id=pending.correlation_id,
+        thread_id=pending.thread_id,
+        turn_id=pending.turn_id,
+        tenant_id=pending.tenant_id,
+        actor=pending.actor,
+        reason_codes=list(pending.request.reason_codes),
+        role=pending.request.role,
+        four_eyes=pending.request.four_eyes,
+        requested_at=pending.requested_at.isoformat(),
+        deadline_at=pending.deadline_at.isoformat(),
+    )
+
+
 async def _wait_for_verdict(
-    decision: TurnDecision, request: ReviewRequest, wait: ReviewWait
+    decision: TurnDecision, request: ReviewRequest, wait: ReviewWait, boundary: Boundary
 ) -> ReviewVerdict | str:
     intent = decision.intent
     now = workflow.now()
@@ -159,6 +196,8 @@ async def _wait_for_verdict(
     # Listed by a visibility query, its details in the memo: no worker needed to list it.
     workflow.upsert_memo({REVIEW_MEMO: wait.pending.model_dump(mode="json")})
     workflow.upsert_search_attributes([SA_DECISION.value_set(PENDING)])
+    if boundary.review_webhook:  # a notice beside the wait, which never depends on it
+        wait.notice = asyncio.create_task(_notify(wait.pending))
     with contextlib.suppress(TimeoutError):  # the deadline passed: no verdict
         await workflow.wait_condition(
             lambda: wait.verdict is not None, timeout=timedelta(seconds=request.deadline_s)
