@@ -117,7 +117,11 @@ async def test_an_approver_of_the_tenant_approves_after_the_refusals(stack) -> N
     too_long = await http.post(
         "/reviews/c-approve/approve", json={"comment": "x" * 4001}, headers=bearer(keys.reviewer)
     )
-    assert too_long.status_code == 422
+    assert (too_long.status_code, too_long.json()["reason_code"]) == (422, "request.invalid_parameter")
+    at_limit = await http.post(
+        "/reviews/c-approve/deny", json={"comment": "x" * 4000, "extra": 1}, headers=bearer(keys.reviewer)
+    )
+    assert at_limit.status_code == 422  # an unknown field: nothing taken
     approved = await http.post(
         "/reviews/c-approve/approve", json={"comment": "checked the order"}, headers=bearer(keys.reviewer)
     )
