@@ -241,3 +241,22 @@ async def test_clients_are_told_the_turn_waits_for_review(stack) -> None:
         assert seen[0] == "review_pending" and seen[-1] == "done" and "token" in seen
         decided = await reviewer.review("c-client")
         assert decided["state"] == "decided" and decided["review"]["verdict"] == "approve"
+
+
+async def test_the_openai_endpoint_answers_review_pending_then_the_result_on_retry(stack) -> None:
+    running, keys = stack
+    http = running.http
+    body = {"model": "echo-1", "messages": [{"role": "user", "content": "refund order 9"}]}
+    headers = bearer(keys.writer) | {"Idempotency-Key": "idem-review-1"}
+    pending = await http.post("/v1/chat/completions", json=body, headers=headers)
+    assert pending.status_code == 423, pending.text
+    assert pending.json()["error"]["code"] == "review.pending"
+    cid = pending.headers["X-Turngate-Correlation-Id"]
+    assert cid in pending.json()["error"]["message"]
+    again = await http.post("/v1/chat/completions", json=body, headers=headers)  # still waiting
+    assert again.status_code == 423 and again.headers["X-Turngate-Correlation-Id"] == cid
+    approved = await http.post(f"/reviews/{cid}/approve", json={}, headers=bearer(keys.reviewer))
+    assert approved.status_code == 200, approved.text
+    answered = await http.post("/v1/chat/completions", json=body, headers=headers)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["id"] == cid and answered.json()["choices"][0]["message"]["content"]
