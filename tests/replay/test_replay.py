@@ -37,6 +37,9 @@ COMPATIBLE = [
     "counted_step",
     "counted_step_local",
     "turn_refs",
+    # Turns a policy sent to human review: approved (the review update), and timed out (the timer).
+    "review_approved",
+    "review_timed_out",
 ]
 
 

@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 from tests.stack import envelope
 from tests.workflows.test_turn_branches import FakeTurnActivities, _boundary, env  # noqa: F401
 from turngate.core.events import IntentPrincipal, parse_intent
-from turngate.core.review import Approver, ReviewBlock, ReviewVerdict
+from turngate.core.review import Approver, ReviewBlock, ReviewVerdict, caller_of, review_problems
 from turngate.workflows.shared import ReviewRequested, TurnInput, TurnResult
 from turngate.workflows.turn import TurnWorkflow
 from turngate.workflows.turn_activities import NOTIFY_REVIEW
@@ -180,3 +180,47 @@ async def test_the_review_webhook_is_told_only_when_configured(env) -> None:  # 
     notice = NOTICES[0]
     assert notice.reason_codes == ["policy.review_keyword"] and notice.role == "review"
     assert notice.deadline_at > notice.requested_at
+
+
+async def test_a_review_a_later_rule_denies_is_never_asked(env) -> None:  # noqa: F811
+    task_queue = f"turns-{uuid.uuid4()}"
+    fakes = FakeTurnActivities(_boundary(task_queue, "tests.reviews.policies:REVIEW"))
+    cid = f"c-{uuid.uuid4()}"
+    body = envelope("please refund", correlation_id=cid, requested_model_id="nope:some-model")
+    async with await _run_worker(env, task_queue, fakes):
+        result = await env.client.execute_workflow(
+            TurnWorkflow.run,
+            TurnInput(envelope=parse_intent(body)),
+            id=f"turn-{cid}",
+            task_queue=task_queue,
+            execution_timeout=timedelta(seconds=30),
+        )
+    assert (result.decision, result.reason_codes) == ("DENY", ["model.unavailable"])
+    payload = fakes.recorded(cid, "DECISION").payload
+    assert "verdict" not in payload["review"]  # the policy asked; nobody was
+    caller = caller_of(fakes.recorded(cid, "INTENT").payload, "user", None)
+    assert review_problems(payload, payload["review"], caller) == []
+
+
+async def test_a_rerun_after_the_decision_takes_the_recorded_verdict(env) -> None:  # noqa: F811
+    fakes, cid, handle, worker = await _start(env, "tests.reviews.policies:REVIEW")
+    async with worker:
+        await _pending(handle)
+        await handle.execute_update(TurnWorkflow.review, _verdict())
+        await handle.result()
+        # the EXECUTION never reached the ledger (a worker lost after the DECISION): a new run
+        # of the turn finds the approved DECISION and executes it without asking again
+        fakes.events = [
+            e for e in fakes.events if not (e.correlation_id == cid and str(e.kind) == "EXECUTION")
+        ]
+        decision = fakes.recorded(cid, "DECISION")
+        again = await env.client.execute_workflow(
+            TurnWorkflow.run,
+            TurnInput(envelope=parse_intent(envelope("please refund", correlation_id=cid))),
+            id=f"turn-{cid}-again",
+            task_queue=(await handle.describe()).task_queue,
+            execution_timeout=timedelta(seconds=30),
+        )
+    assert again.decision == "ALLOW" and again.decision_event.digest == decision.digest
+    # called again: this made-up loss removed the EXECUTION itself (a real rerun finds it first)
+    assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"] and len(fakes.calls) == 2
