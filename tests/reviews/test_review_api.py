@@ -197,7 +197,7 @@ async def test_verify_whatif_and_a_tampered_review_block(stack, policy_env) -> N
         assert flipped["c-approve"].change.value == "REVIEW ->"
         assert flipped["c-approve"].recorded.decision == "REVIEW"
         reviewed = {f.correlation_id for f in allow.flipped if f.change.value == "REVIEW ->"}
-        assert {"c-approve", "c-deny"} <= reviewed and "c-plain" not in flipped
+        assert {"c-approve", "c-deny"} <= reviewed and flipped["c-plain"].change.value == "reasons"
         # `turngate replay turn`: the policy asks this review again; the verdict settles it
         for cid in ("c-approve", "c-deny"):
             replayed = replay_turn(
