@@ -60,6 +60,20 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # turns record exchanges_count without a prompt pack (the markers of both patches; recorded
     # on shape 1).
     "turn_refs": {},
+    # The second turn also declares a Workbench handle (fetch off: a recorded refusal), so the
+    # turn schedules resolve_external_refs; recorded with its options of 60 s x 3 attempts, before
+    # its schedule-to-close bound and heartbeat timeout.
+    "external_refs": {},
+    # Shape 5: the second turn's provider call runs out of its wall clock, so its EXECUTION
+    # carries fault snapshots, stored by their own step (turngate.store_fault_snapshots) before
+    # the workflow appends it; regular and local provider step.
+    "snapshot_step": {"llm_wall_clock_s": 1, "echo_delay_ms": 1500},
+    "snapshot_step_local": {
+        "provider_activity": "local",
+        "workflow_sandbox": False,
+        "llm_wall_clock_s": 1,
+        "echo_delay_ms": 1500,
+    },
 }
 #: Turns a policy sends to human review (docs/REVIEWS.md): approved through the API, or left
 #: until their 1 s deadline passes.
@@ -73,6 +87,10 @@ SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
     "spend_request": {
         "client_context": {"messages": [{"role": "system", "content": "Be brief.", "source": "system"}]}
     },
+}
+#: Refs the second turn declares besides its event refs, per scenario.
+SECOND_TURN_EXTRA_REFS: dict[str, list[dict[str, object]]] = {
+    "external_refs": [{"ref_type": "artifact.handle", "ref_id": "h-1", "kind": "note"}],
 }
 #: Intent fields a scenario's turns send.
 CHAT: dict[str, dict[str, object]] = {
@@ -101,7 +119,11 @@ async def record(names: list[str]) -> None:
                     correlation_id="c-2",
                     thread_id="t",
                     parent_turn_id="c-1",
-                    declared_refs=[{"ref_id": "c-1"}, {"ref_type": "execution", "ref_id": "c-1"}],
+                    declared_refs=[
+                        {"ref_id": "c-1"},
+                        {"ref_type": "execution", "ref_id": "c-1"},
+                        *SECOND_TURN_EXTRA_REFS.get(name, []),
+                    ],
                     inputs=SECOND_TURN_INPUTS.get(name, {}),
                     **extra,
                 )

@@ -37,6 +37,9 @@ COMPATIBLE = [
     "counted_step",
     "counted_step_local",
     "turn_refs",
+    "external_refs",
+    "snapshot_step",
+    "snapshot_step_local",
     # Turns a policy sent to human review: approved (the review update), and timed out (the timer).
     "review_approved",
     "review_timed_out",
