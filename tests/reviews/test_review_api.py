@@ -261,3 +261,35 @@ async def test_the_openai_endpoint_answers_review_pending_then_the_result_on_ret
     answered = await http.post("/v1/chat/completions", json=body, headers=headers)
     assert answered.status_code == 200, answered.text
     assert answered.json()["id"] == cid and answered.json()["choices"][0]["message"]["content"]
+
+
+async def test_a_deadline_that_passes_is_recorded_and_verifies(
+    tmp_path: Path, temporal_server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(
+        tmp_path,
+        temporal_server.address,
+        policy_module=POLICY_MODULE,
+        policy_object="SHORT",
+        wait_timeout_s=8.0,
+    )
+    monkeypatch.setenv("TURNGATE_POLICY_MODULE", POLICY_MODULE)
+    monkeypatch.setenv("TURNGATE_POLICY_OBJECT", "SHORT")
+    known_policies.cache_clear()
+    try:
+        async with running_stack(settings) as running:
+            sent = await running.chat("refund it", correlation_id="c-late", wait="decision")
+            decision = sent.json()["decision"]["payload"]
+            assert (decision["decision"], decision["reason_codes"]) == ("DENY", ["review.timed_out"])
+            assert decision["review"]["verdict"] == "timed_out" and "approver" not in decision["review"]
+            late = await running.http.post("/reviews/c-late/approve", json={})
+            assert (late.status_code, late.json()["reason_code"]) == (409, "review.already_decided")
+        with LedgerStore(settings.effective_ledger_url) as store:
+            report = verify_all(
+                store,
+                artifacts=open_artifact_store(settings.effective_artifacts),
+                context_config=settings.context_config(),
+            )
+        assert report.ok, report.failures
+    finally:
+        known_policies.cache_clear()
