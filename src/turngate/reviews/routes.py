@@ -3,10 +3,11 @@
 The turns waiting for a person's verdict (docs/REVIEWS.md), for keys with the ``review`` role
 (or admin). A key scoped to a tenant sees and decides its own tenant's turns only: another
 tenant's turn is 404, as if it did not exist. The waiting turn itself is the source of truth:
-its workflow answers the ``pending_review`` query and takes a verdict through the ``review``
-update, whose validator refuses a second verdict (409), a reviewer without the spec's role or,
-under four-eyes, the intent's own caller (403). Nothing is decided here that the workflow did
-not accept, and a refused verdict leaves no trace in the turn's history.
+what it waits for is in its memo (read without a worker, :mod:`turngate.reviews.pending`), and
+it takes a verdict through the ``review`` update, whose validator refuses a second verdict
+(409), a reviewer without the spec's role or, under four-eyes, the intent's own caller (403).
+Nothing is decided here that the workflow did not accept, and a refused verdict leaves no trace
+in the turn's history.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from turngate.api.error_responses import error_response
 from turngate.api.state import ApiState, api_state
 from turngate.artifacts.store import aput
 from turngate.core.events import Event, EventKind
-from turngate.core.review import MAX_COMMENT_CHARS, Approver, ReviewVerdict
+from turngate.core.review import (
+    FORBIDDEN_ROLE,
+    FOUR_EYES,
+    MAX_COMMENT_CHARS,
+    WRONG_TENANT,
+    Approver,
+    ReviewVerdict,
+)
 from turngate.reviews.pending import pending_review, pending_reviews, workflow_id_of
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
@@ -48,9 +56,9 @@ COMMENT_KIND = "review_comment"
 
 #: HTTP status of each refusal the workflow's validator gives (docs/ERRORS.md).
 REFUSAL_STATUS = {
-    "review.not_found": 404,
-    "review.forbidden": 403,
-    "review.four_eyes": 403,
+    WRONG_TENANT: 404,
+    FORBIDDEN_ROLE: 403,
+    FOUR_EYES: 403,
     ALREADY_DECIDED: 409,
     NOT_PENDING: 409,
 }
