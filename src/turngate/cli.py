@@ -380,6 +380,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "what-if a candidate policy over the ledger; policy history",
         "turngate.policy_lifecycle.commands:add_policy_parser",
     ),
+    "reviews": (
+        "list, show, approve and deny turns waiting for review",
+        "turngate.reviews.commands:add_reviews_parser",
+    ),
     "budgets": (
         "set and show token and cost budgets per tenant and API key",
         "turngate.spend.budget_commands:add_budgets_parser",

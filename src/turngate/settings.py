@@ -283,6 +283,13 @@ class Settings(LogSettings):
     workbench_admit_kinds: str | None = Field(None, validation_alias=_alias("WORKBENCH_ADMIT_KINDS"))
     workbench_deny_networks: str | None = Field(None, validation_alias=_alias("WORKBENCH_DENY_NETWORKS"))
 
+    # Human review (docs/REVIEWS.md): POSTed to when a turn starts waiting for a reviewer; with a
+    # secret, the body is signed (X-Turngate-Signature: sha256=<hex HMAC>).
+    review_webhook_url: str | None = Field(None, validation_alias=_alias("TURNGATE_REVIEW_WEBHOOK_URL"))
+    review_webhook_secret: SecretStr | None = Field(
+        None, validation_alias=_alias("TURNGATE_REVIEW_WEBHOOK_SECRET")
+    )
+
     # API
     host: str = Field("127.0.0.1", validation_alias=_alias("TURNGATE_HOST"))
     port: int = Field(8010, validation_alias=_alias("TURNGATE_PORT"))

@@ -78,6 +78,12 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # guard denies it (a fault: the snapshot step stores the request).
     "loop_guard": {},
 }
+#: Turns a policy sends to human review (docs/REVIEWS.md): approved through the API, or left
+#: until their 1 s deadline passes.
+REVIEW_SCENARIOS: dict[str, tuple[str, str | None]] = {
+    "review_approved": ("REVIEW", "approve"),
+    "review_timed_out": ("SHORT", None),
+}
 #: Inputs of the second turn per scenario (default: none).
 _LOOP = [
     message
@@ -117,6 +123,9 @@ async def record(names: list[str]) -> None:
         await server.wait_ready()
         client = await connect(make_settings(Path(tempfile.mkdtemp()), server.address))
         for name in names:
+            if name in REVIEW_SCENARIOS:
+                await _record_review(client, server.address, name)
+                continue
             overrides = SCENARIOS[name]
             settings = make_settings(Path(tempfile.mkdtemp()), server.address, **overrides)
             async with running_stack(settings) as stack:
@@ -142,6 +151,26 @@ async def record(names: list[str]) -> None:
             print(f"recorded {path} ({len(history.events)} events)")
     finally:
         server.stop()
+
+
+async def _record_review(client: object, address: str, name: str) -> None:
+    policy, verdict = REVIEW_SCENARIOS[name]
+    settings = make_settings(
+        Path(tempfile.mkdtemp()), address, policy_module="tests.reviews.policies", policy_object=policy
+    )
+    async with running_stack(settings) as stack:
+        resp = await stack.chat("please refund order 7", correlation_id="c-1", thread_id="t", wait=None)
+        workflow_id = resp.json()["workflow_id"]
+        while not (await stack.http.get("/reviews")).json()["reviews"]:
+            await asyncio.sleep(0.1)
+        if verdict is not None:
+            answer = await stack.http.post(f"/reviews/c-1/{verdict}", json={"comment": "checked"})
+            answer.raise_for_status()
+        await client.get_workflow_handle(workflow_id).result()  # type: ignore[attr-defined]
+    history = await client.get_workflow_handle(workflow_id).fetch_history()  # type: ignore[attr-defined]
+    path = HERE / f"{name}.json"
+    path.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    print(f"recorded {path} ({len(history.events)} events)")
 
 
 if __name__ == "__main__":

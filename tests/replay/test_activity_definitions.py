@@ -18,6 +18,7 @@ from temporalio import activity
 from turngate.activities.external_refs import ExternalRefActivities
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
+from turngate.activities.review_webhook import ReviewWebhookActivities
 from turngate.activities.turn_step import TurnStepActivities
 from turngate.jobs import activity_definitions as job_activities
 from turngate.jobs import workflows as job_workflows
@@ -39,6 +40,7 @@ PAIRS: list[tuple[Callable[..., Any], Callable[..., Any], str]] = [
     ),
     (turn_activities.call_provider, ProviderActivities.call_provider, "turngate.call_provider"),
     (turn_activities.call_and_record, TurnStepActivities.call_and_record, "turngate.call_and_record"),
+    (turn_activities.notify_review, ReviewWebhookActivities.notify_review, "turngate.notify_review"),
     (job_activities.ingest, JobActivities.ingest, "turngate.jobs.ingest"),
     (job_activities.embed, JobActivities.embed, "turngate.jobs.embed"),
     (job_activities.index, JobActivities.index, "turngate.jobs.index"),

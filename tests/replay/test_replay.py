@@ -41,6 +41,9 @@ COMPATIBLE = [
     "snapshot_step",
     "snapshot_step_local",
     "loop_guard",
+    # Turns a policy sent to human review: approved (the review update), and timed out (the timer).
+    "review_approved",
+    "review_timed_out",
 ]
 
 

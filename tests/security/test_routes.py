@@ -12,7 +12,7 @@ import httpx
 
 from tests.security.conftest import bearer, make_key
 from tests.stack import running_stack
-from turngate.security.principal import ROLE_ADMIN, ROLE_INTENT_WRITE, ROLE_SNAPSHOT_READ
+from turngate.security.principal import ROLE_ADMIN, ROLE_INTENT_WRITE, ROLE_REVIEW, ROLE_SNAPSHOT_READ
 from turngate.security.routes import AUTHENTICATED, OPERATOR, PUBLIC, required_role
 from turngate.settings import Settings
 
@@ -24,6 +24,7 @@ WRONG_ROLES = {
     ROLE_INTENT_WRITE: ROLE_SNAPSHOT_READ,
     ROLE_SNAPSHOT_READ: ROLE_INTENT_WRITE,
     ROLE_ADMIN: f"{ROLE_INTENT_WRITE},{ROLE_SNAPSHOT_READ}",
+    ROLE_REVIEW: f"{ROLE_INTENT_WRITE},{ROLE_SNAPSHOT_READ}",
     OPERATOR: ROLE_ADMIN,  # an admin of tenant acme: not an operator
 }
 

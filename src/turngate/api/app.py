@@ -29,6 +29,8 @@ from turngate.artifacts import open_artifact_store
 from turngate.jobs import routes as job_routes
 from turngate.ledger import LedgerStore, LedgerUnavailableError
 from turngate.policy_lifecycle import routes as policy_routes
+from turngate.reviews import routes as review_routes
+from turngate.reviews.pending import review_gauge_sources
 from turngate.security.auth import Authenticator, AuthError, authorize
 from turngate.security.keys import KeyStore
 from turngate.security.limits import open_limits
@@ -92,6 +94,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         app.state.turngate = ApiState(settings, temporal, store, watcher, boundary, artifacts)
         metrics.watch_queues(turn_queue_source(temporal, settings.turns_task_queue))
         metrics.watch_ledger(lambda: store.head()[0])
+        metrics.watch_reviews(*review_gauge_sources(temporal, settings.workflow_id_prefix))
         log.info(
             "api up: ledger=%s temporal=%s",
             settings.public_view()["effective_ledger_url"],
@@ -132,6 +135,7 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(stream.router)
     app.include_router(job_routes.router)
     app.include_router(policy_routes.router)
+    app.include_router(review_routes.router)
     app.include_router(openai_routes.router)
     app.include_router(metrics_router(metrics))
     mount_codec(app, settings)

@@ -45,6 +45,7 @@ from turngate.core.events import (
 )
 from turngate.jobs.domain.intents import is_job_intent
 from turngate.jobs.routes import submit_job
+from turngate.reviews.pending import review_pending_answer
 from turngate.security.auth import request_principal
 from turngate.security.principal import Principal
 from turngate.security.streams import stream_slots
@@ -398,6 +399,8 @@ async def _run_turn(
         response["detail"] = "accepted by Temporal; the INTENT is not recorded yet (is a worker running?)"
     if wait:
         response["wait_timed_out"] = not satisfied
+        if not satisfied and "DECISION" not in events:  # waiting for a reviewer? (docs/REVIEWS.md)
+            response |= await review_pending_answer(state.client, workflow_id)
         for kind in (EventKind.DECISION, EventKind.EXECUTION):
             if str(kind) in events:
                 response[str(kind).lower()] = events[str(kind)].to_wire()

@@ -6,6 +6,8 @@ Events:
 - ``reset`` ``{"attempt"}``: the text received so far is void (a retried provider attempt started,
   or the stream is being corrected from the ledger: then ``"source": "ledger"``)
 - ``redact`` ``{"reason"}``: the EXECUTION is redacted; the client hides the answer
+- ``review_pending`` ``{"correlation_id", "turn_id", "reason_codes", "role", "deadline_at", ...}``:
+  the turn waits for a reviewer (docs/REVIEWS.md); the stream goes on until it is decided
 - ``done``: ``{"phase_transition", "next_phase", "exchanges_count", "correlation_id",
   "execution_index", "error"}`` once the EXECUTION is recorded (``{"debrief_complete": true,
   "correlation_id", "execution_index", "error"}`` for a turn decided under a profile whose
@@ -38,6 +40,7 @@ from turngate.api.openapi import sse
 from turngate.api.state import ApiState, api_state
 from turngate.api.watcher import TurnKey, turn_key
 from turngate.core.events import Event
+from turngate.reviews.pending import review_pending_answer, workflow_id_of
 from turngate.security.auth import request_principal
 from turngate.security.streams import stream_slots, too_many_streams
 from turngate.streaming.base import StreamEvent, TokenSubscriber
@@ -217,19 +220,32 @@ async def stream_turn_events(
             pump = asyncio.create_task(_pump(bus, cid, after, queue), name=f"stream-bus-{cid}")
             pump.add_done_callback(_log_pump_failure)
         getter: asyncio.Task[StreamEvent] | None = None
+        # A turn without its DECISION may be waiting for a reviewer: said once (docs/REVIEWS.md).
+        review = None
+        if "DECISION" not in events:
+            review = asyncio.create_task(_review_notice(state, found[0]), name=f"stream-review-{cid}")
         try:
             while True:
-                getter = asyncio.create_task(queue.get())
-                done, _ = await asyncio.wait({getter, ledger}, return_when=asyncio.FIRST_COMPLETED)
+                if getter is None:
+                    getter = asyncio.create_task(queue.get())
+                waiting = {getter, ledger} | ({review} if review is not None else set())
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if review is not None and review in done:
+                    notice, review = review.result(), None
+                    if notice is not None:
+                        yield _sse("review_pending", notice)
                 if getter in done:
                     message = delivery.render(getter.result())
+                    getter = None
                     if message is not None:
                         yield message
+                    continue
+                if ledger not in done:
                     continue
                 events = ledger.result()
                 break
         finally:
-            for task in (getter, pump, ledger):
+            for task in (getter, pump, ledger, review):
                 if task is not None and not task.done():
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -256,6 +272,28 @@ async def stream_turn_events(
         if recorded:
             yield _sse("token", {"text": recorded, "seq": 0, "attempt": 0, "source": "ledger"})
     yield _terminal(cid, events)
+
+
+#: When a turn without its DECISION is asked whether it waits for a reviewer (seconds into the
+#: stream; then every 15 s): it reaches its review step moments after its INTENT.
+REVIEW_CHECKS_S = (0.2, 0.8, 2.0, 5.0)
+REVIEW_CHECK_EVERY_S = 15.0
+
+
+async def _review_notice(state: ApiState, intent: Event) -> dict[str, Any] | None:
+    """The ``review_pending`` event's data once the turn waits for a reviewer (this task is
+    cancelled when the turn is recorded first)."""
+    workflow_id = workflow_id_of(intent, state.settings.workflow_id_prefix)
+    checks = iter(REVIEW_CHECKS_S)
+    elapsed = 0.0
+    while True:
+        at = next(checks, elapsed + REVIEW_CHECK_EVERY_S)
+        await asyncio.sleep(at - elapsed)
+        elapsed = at
+        answer = await review_pending_answer(state.client, workflow_id)
+        if answer:
+            notice: dict[str, Any] = answer["review"]
+            return notice
 
 
 def _log_pump_failure(task: asyncio.Task[None]) -> None:

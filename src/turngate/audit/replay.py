@@ -34,6 +34,7 @@ from turngate.core.manifest import parse_pointer
 from turngate.core.model_resolution import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
 from turngate.core.pointers import server_pointers
 from turngate.core.policy import LoadedPolicy, PolicyLoadError, load_policy
+from turngate.core.review import replayed_outcome
 from turngate.ledger import LedgerStore
 from turngate.ledger.rows import (
     event_from_row,
@@ -308,6 +309,9 @@ def _policy_checks(
     again = decide(
         intent, candidates, cfg, policy, prompt=scope.prompt, schema_version=scope.schema_version
     ).payload
+    # A review the policy asks again is settled by the recorded verdict (core/review.py).
+    again_decision, again_codes = replayed_outcome(again, stored)
+    again |= {"decision": again_decision, "reason_codes": again_codes}
     result.replayed = {key: again.get(key) for key in ("decision", "reason_codes", "policy")}
     stored_decision, stored_codes = stored.get("decision"), list(stored.get("reason_codes") or [])
     overridden = _override_reason(stored_decision, stored_codes, again["decision"])

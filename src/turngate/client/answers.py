@@ -30,6 +30,10 @@ class TurnReceipt(_Answer):
     wait_timed_out: bool | None = None
     decision: Event | None = None
     execution: Event | None = None
+    #: The wait ended while the turn waits for a reviewer (docs/REVIEWS.md): ``review`` says
+    #: what it waits for (reason codes, role, deadline); its DECISION comes with the verdict.
+    review_pending: bool = False
+    review: dict[str, Any] | None = None
 
     @property
     def allowed(self) -> bool | None:

@@ -186,6 +186,24 @@ class AsyncTurngate:
     async def capabilities(self) -> dict[str, Any]:
         return dict(await self._json(calls.get("/capabilities")))
 
+    # ------------------------------------------------------------------ human review
+
+    async def reviews(self) -> list[dict[str, Any]]:
+        """The turns of your tenant waiting for a reviewer (``GET /reviews``; the review role)."""
+        return list((await self._json(calls.reviews()))["reviews"])
+
+    async def review(self, correlation_id: str) -> dict[str, Any]:
+        """One turn's review, pending or decided (``GET /reviews/{id}``)."""
+        return dict(await self._json(calls.review(correlation_id)))
+
+    async def approve(self, correlation_id: str, *, comment: str | None = None) -> dict[str, Any]:
+        """Approve a turn waiting for review; it is recorded as ALLOW and goes on to its model."""
+        return dict(await self._json(calls.decide_review(correlation_id, "approve", comment)))
+
+    async def deny(self, correlation_id: str, *, comment: str | None = None) -> dict[str, Any]:
+        """Deny a turn waiting for review; it is recorded as DENY ``review.denied``."""
+        return dict(await self._json(calls.decide_review(correlation_id, "deny", comment)))
+
     # ------------------------------------------------------------------ case jobs
 
     async def upload(

@@ -165,3 +165,18 @@ def upload(data: bytes, *, name: str | None = None, media_type: str | None = Non
 
 def get(path: str) -> Call:
     return Call("GET", path)
+
+
+def reviews() -> Call:
+    return Call("GET", "/reviews")
+
+
+def review(correlation_id: str) -> Call:
+    return Call("GET", f"/reviews/{quote(correlation_id, safe='')}")
+
+
+def decide_review(
+    correlation_id: str, verdict: Literal["approve", "deny"], comment: str | None = None
+) -> Call:
+    body = {"comment": comment} if comment else {}
+    return Call("POST", f"/reviews/{quote(correlation_id, safe='')}/{verdict}", json=body)

@@ -112,6 +112,10 @@ class Turngate:
     cancel_job = _blocking(AsyncTurngate.cancel_job)
     watch_job = _iterating(AsyncTurngate.watch_job)
     case = _blocking(AsyncTurngate.case)
+    reviews = _blocking(AsyncTurngate.reviews)
+    review = _blocking(AsyncTurngate.review)
+    approve = _blocking(AsyncTurngate.approve)
+    deny = _blocking(AsyncTurngate.deny)
 
 
 async def _open(url: str | None, api_key: str | None, timeout_s: float | None) -> AsyncTurngate:

@@ -30,6 +30,7 @@ from turngate.core.policy import (
     PolicyInput,
 )
 from turngate.core.refs import RefResolutionError, Resolution
+from turngate.core.review import pending_block, replayed_outcome
 
 POLICY_EVALUATION_ERROR = "policy.evaluation_error"
 POLICY_INVALID_DECISION = "policy.invalid_decision"
@@ -87,8 +88,11 @@ def _record(
     error: Mapping[str, Any] | None,
     plan: ExecutionPlan | None,
 ) -> DecisionPayload:
+    # A REVIEW is a pending ALLOW: the turn goes on to its checks and assembly, then waits for
+    # the verdict that makes it the recorded ALLOW or DENY (core/review.py).
+    review = pending_block(decision.reason_codes, decision.review) if decision.review is not None else None
     record = DecisionPayload(
-        decision=decision.decision,
+        decision="DENY" if decision.decision == "DENY" else "ALLOW",
         reason_codes=list(decision.reason_codes),
         policy=policy.describe(),
         policy_id=policy.policy_id,
@@ -102,6 +106,7 @@ def _record(
         else [],
         error=dict(error) if error is not None else None,
         plan=plan,
+        review=review,
     )
     payload = record.as_payload()
     _assert_json_without_floats(payload)
@@ -361,11 +366,15 @@ def verify_decision(
     judged = judge_as_recorded(intent, candidates, cfg, policy, scope)
     error_code = judged.error["code"] if judged.built is None and judged.error else None
     problems.extend(compare_decision(stored, _pinned(judged.built, context_config_digest(cfg), error_code)))
-    replayed = {
+    asked: dict[str, Any] = {
         "decision": judged.decision.decision,
         "reason_codes": list(judged.decision.reason_codes),
-        "policy": policy.describe(),
     }
+    if judged.decision.review is not None:  # settled by the recorded verdict (core/review.py)
+        asked["decision"] = "ALLOW"
+        asked["review"] = pending_block(judged.decision.reason_codes, judged.decision.review)
+    decision, reason_codes = replayed_outcome(asked, stored)
+    replayed = {"decision": decision, "reason_codes": reason_codes, "policy": policy.describe()}
     for key in ("decision", "reason_codes", "policy"):
         if stored.get(key) != replayed[key]:
             problems.append(f"{key} differs from the re-evaluated policy")

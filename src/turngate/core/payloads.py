@@ -102,7 +102,9 @@ class ExecutionPlan(_Payload):
 class DecisionPayload(_Payload):
     """The DECISION event payload."""
 
-    ABSENT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"error", "shadow", "external_context", "spend"})
+    ABSENT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
+        {"error", "shadow", "external_context", "spend", "review"}
+    )
 
     decision: Literal["ALLOW", "DENY"]
     reason_codes: list[str]
@@ -119,6 +121,7 @@ class DecisionPayload(_Payload):
     shadow: list[dict[str, Any]] | None = None  # one entry per shadow policy (core/shadow.py)
     external_context: list[dict[str, Any]] | None = None  # what each external ref pinned
     spend: dict[str, Any] | None = None  # the spend plan of a turn with a model alias or a budget
+    review: dict[str, Any] | None = None  # a human review the policy asked for (core/review.py)
 
     @property
     def allowed(self) -> bool:

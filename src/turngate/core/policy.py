@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from turngate.core.canonical import CanonicalizationError, digest
 from turngate.core.events import Event, EventDraft, EventKind
+from turngate.core.review import ReviewSpec
 
 OBSERVER_POLICY_ID = "turngate.observer"
 OBSERVER_REASON = "gateway.observer_mode"
@@ -159,10 +160,25 @@ def build_policy_input(intent: Event, governance_events: Sequence[Event]) -> Pol
 
 
 class PolicyDecision(_Frozen):
-    """What a policy returns. At least one reason code is required."""
+    """What a policy returns. At least one reason code is required. ``REVIEW``: allowed only
+    once a person approves it, as ``review`` says (docs/REVIEWS.md)."""
 
-    decision: Literal["ALLOW", "DENY"]
+    decision: Literal["ALLOW", "DENY", "REVIEW"]
     reason_codes: tuple[ReasonCode, ...] = Field(min_length=1)
+    review: ReviewSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_spec(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("decision") == "REVIEW" and data.get("review") is None:
+            return {**data, "review": ReviewSpec()}
+        return data
+
+    @model_validator(mode="after")
+    def _review_spec(self) -> PolicyDecision:
+        if self.decision != "REVIEW" and self.review is not None:
+            raise ValueError("only a REVIEW decision carries a review spec")
+        return self
 
     @property
     def allowed(self) -> bool:
@@ -175,6 +191,10 @@ class PolicyDecision(_Frozen):
     @classmethod
     def deny(cls, *reason_codes: str) -> PolicyDecision:
         return cls(decision="DENY", reason_codes=reason_codes)
+
+    @classmethod
+    def needs_review(cls, *reason_codes: str, spec: ReviewSpec | None = None) -> PolicyDecision:
+        return cls(decision="REVIEW", reason_codes=reason_codes, review=spec or ReviewSpec())
 
 
 @runtime_checkable

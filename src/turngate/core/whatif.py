@@ -31,6 +31,7 @@ from turngate.core.decision import (
 from turngate.core.events import Event
 from turngate.core.model_resolution import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
 from turngate.core.policy import LoadedPolicy
+from turngate.core.review import REVIEW_KEY, ReviewBlock
 
 #: How a candidate that raised (or returned no PolicyDecision) is reported per INTENT.
 POLICY_ERROR = "policy.error"
@@ -46,6 +47,8 @@ class Change(StrEnum):
     ALLOW_TO_DENY = "ALLOW -> DENY"
     DENY_TO_ALLOW = "DENY -> ALLOW"
     REASONS = "reasons"  # the same decision with other reason codes
+    TO_REVIEW = "-> REVIEW"  # the turn would now need a person's review
+    FROM_REVIEW = "REVIEW ->"  # a reviewed turn the candidate decides itself
 
 
 class Verdict(BaseModel):
@@ -72,6 +75,12 @@ class Redecision(BaseModel):
 
 
 def recorded_verdict(stored: Mapping[str, Any]) -> Verdict:
+    """What the recorded policy answered: a reviewed turn's is ``REVIEW`` with the request's
+    reason codes (the person's verdict is not the policy's)."""
+    block = stored.get(REVIEW_KEY)
+    if isinstance(block, Mapping) and "verdict" in block:
+        request = ReviewBlock.from_payload(block).request
+        return Verdict(decision="REVIEW", reason_codes=list(request.reason_codes))
     codes = stored.get("reason_codes")
     return Verdict(
         decision=str(stored.get("decision")),
@@ -93,6 +102,8 @@ def gated_after_policy(stored: Mapping[str, Any], ref_error: bool) -> bool:
 
 def change_between(recorded: Verdict, candidate: Verdict) -> Change:
     if recorded.decision != candidate.decision:
+        if "REVIEW" in (recorded.decision, candidate.decision):
+            return Change.TO_REVIEW if candidate.decision == "REVIEW" else Change.FROM_REVIEW
         return Change.ALLOW_TO_DENY if candidate.decision == "DENY" else Change.DENY_TO_ALLOW
     if recorded.reason_codes != candidate.reason_codes:
         return Change.REASONS
@@ -127,7 +138,7 @@ def redecide(
     if code in _POLICY_ERRORS:
         policy_error = {"code": POLICY_ERROR, "detail": str(judged.error.get("detail"))}  # type: ignore[union-attr]
     candidate = Verdict(decision=judged.decision.decision, reason_codes=list(judged.decision.reason_codes))
-    if candidate.decision == "ALLOW" and gated_after_policy(stored, ref_error=built is None):
+    if candidate.decision in {"ALLOW", "REVIEW"} and gated_after_policy(stored, ref_error=built is None):
         candidate = recorded
     return Redecision(
         recorded=recorded,

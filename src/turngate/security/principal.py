@@ -7,7 +7,9 @@ from dataclasses import dataclass
 ROLE_INTENT_WRITE = "intent.write"
 ROLE_SNAPSHOT_READ = "snapshot.read"
 ROLE_ADMIN = "admin"
-ROLES: frozenset[str] = frozenset({ROLE_INTENT_WRITE, ROLE_SNAPSHOT_READ, ROLE_ADMIN})
+#: May list and decide the turns a policy sent to human review (docs/REVIEWS.md).
+ROLE_REVIEW = "review"
+ROLES: frozenset[str] = frozenset({ROLE_INTENT_WRITE, ROLE_SNAPSHOT_READ, ROLE_ADMIN, ROLE_REVIEW})
 
 #: A key created for this tenant is unscoped: it sees every tenant (operators).
 ALL_TENANTS = "*"

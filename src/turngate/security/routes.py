@@ -4,7 +4,7 @@ route of the OpenAPI schema against it."""
 
 from __future__ import annotations
 
-from turngate.security.principal import ROLE_ADMIN, ROLE_INTENT_WRITE, ROLE_SNAPSHOT_READ
+from turngate.security.principal import ROLE_ADMIN, ROLE_INTENT_WRITE, ROLE_REVIEW, ROLE_SNAPSHOT_READ
 
 #: No credentials needed (load balancers and probes).
 PUBLIC = "public"
@@ -43,6 +43,11 @@ ROUTE_ROLES: dict[str, str] = {
     # The policy lifecycle (docs/POLICIES.md): runs installed policies over every tenant's turns.
     "POST /policy/whatif": ROLE_ADMIN,
     "/policy/history": ROLE_ADMIN,
+    # Human review (docs/REVIEWS.md): the turns a policy sent to review, and their verdicts.
+    "/reviews": ROLE_REVIEW,
+    "/reviews/{correlation_id}": ROLE_REVIEW,
+    "/reviews/{correlation_id}/approve": ROLE_REVIEW,
+    "/reviews/{correlation_id}/deny": ROLE_REVIEW,
 }
 
 #: What the opt-in keyless read-only mode (TURNGATE_KEYLESS_READ, docs/SECURITY.md) opens to a

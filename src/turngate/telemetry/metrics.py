@@ -102,6 +102,16 @@ class TurngateMetrics:
             registry=r,
         )
         self.ledger_events = Gauge("turngate_ledger_events", "Events in the ledger (its length).", registry=r)
+        self.reviews_pending = Gauge(
+            "turngate_reviews_pending",
+            "Turns waiting for a reviewer's verdict (docs/REVIEWS.md).",
+            registry=r,
+        )
+        self.review_oldest_age = Gauge(
+            "turngate_review_oldest_age_seconds",
+            "How long the oldest turn waiting for a reviewer has waited (0: none waits).",
+            registry=r,
+        )
         self.spend = SpendCounters(r)  # docs/BUDGETS.md
         self.decision_reasons = Counter(
             "turngate_decision_reasons",
@@ -207,6 +217,14 @@ class TurngateMetrics:
         self._watched["ledger_events"] = _Watched(
             "turngate_ledger_events", self.ledger_events, source, every_s, labelled=False
         )
+
+    def watch_reviews(self, pending: ValueSource, oldest_age: ValueSource, *, every_s: float = 10.0) -> None:
+        """Fill the review gauges from their sources (e.g. turngate.reviews.pending's)."""
+        for name, gauge, source in (
+            ("turngate_reviews_pending", self.reviews_pending, pending),
+            ("turngate_review_oldest_age_seconds", self.review_oldest_age, oldest_age),
+        ):
+            self._watched[name] = _Watched(name, gauge, source, every_s, labelled=False)
 
     def unwatch(self) -> None:
         """Stop calling the gauge sources (the API's lifespan ends: its client and store close)."""

@@ -40,6 +40,7 @@ def load_boundary(settings: Settings) -> Boundary:
         models=models,
         turn_shape=CURRENT_TURN_SHAPE,
         snapshot_sample_n=settings.snapshot_sample_n,
+        review_webhook=bool(settings.review_webhook_url),
     )
 
 

@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 from turngate.activities.external_refs import ExternalRefActivities
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
+from turngate.activities.review_webhook import ReviewWebhookActivities
 from turngate.activities.turn_step import TurnStepActivities
 from turngate.artifacts import open_artifact_store
 from turngate.core.policy import load_policy
@@ -92,11 +93,16 @@ async def running_worker(
         cache_dir=settings.data_dir / "index-cache",
         workbench=workbench_config(settings),
     )
+    secret = settings.review_webhook_secret
+    webhook = ReviewWebhookActivities(
+        settings.review_webhook_url, secret.get_secret_value() if secret else None
+    )
     turn_activities: list[Callable[..., Any]] = [
         ledger.begin_turn,
         ledger.append_event,
         ledger.store_fault_snapshots,
         external.resolve_external_refs,
+        webhook.notify_review,
     ]
     turn_activities += [calls.call_provider] if local else []
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="turngate-ledger")

@@ -123,10 +123,28 @@ class Boundary(_Model):
     turn_shape: int = 1
     # Settings.snapshot_sample_n: one successful turn in N stores debug snapshots (0: none).
     snapshot_sample_n: int = 0
+    # A review webhook is configured: a turn that starts waiting for a reviewer notifies it.
+    review_webhook: bool = False
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_sampling_off(handler(self))
+
+
+class ReviewRequested(_Model):
+    """What the review webhook is told (never the message: a reviewer reads it through the API)."""
+
+    event: str = "review.requested"
+    correlation_id: str
+    thread_id: str
+    turn_id: str
+    tenant_id: str | None
+    actor: str
+    reason_codes: list[str]
+    role: str
+    four_eyes: bool
+    requested_at: str
+    deadline_at: str
 
 
 class ExternalRefsInput(_Model):

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.payloads import SYSTEM_ERROR, DecisionPayload, ExecutionPayload
     from turngate.core.refs import ref_lookup_ids
     from turngate.core.sampling import sampled
+    from turngate.core.review import ReviewVerdict
     from turngate.workflows import adoption
     from turngate.workflows.activity_summaries import BEGIN_SUMMARY, append_summary, snapshots_summary
     from turngate.workflows.patches import (
@@ -60,6 +61,14 @@ with workflow.unsafe.imports_passed_through():
         execute_turn,
         failed_execution,
     )
+    from turngate.workflows.turn_review import (
+        REVIEW_QUERY,
+        REVIEW_UPDATE,
+        PendingReview,
+        ReviewAnswer,
+        ReviewWait,
+        review_turn,
+    )
 
 LEDGER_STEP_TIMEOUT = timedelta(seconds=10)
 # Steps that also write artifacts: their writes end by the boundary's artifact deadline (at most
@@ -87,11 +96,26 @@ class TurnWorkflow:
         self._boundary: Boundary | None = None  # set by the begin step
         self._recorded: dict[str, RecordedEvent] = {}
         self._indexed: tuple[str, str] | None = None  # the search attributes written: decision, policy
+        self._review = ReviewWait()  # a turn the policy sent to review (workflows/turn_review.py)
 
     @workflow.query(name="recorded")
     def recorded(self) -> dict[str, RecordedEvent]:
         """What this turn has recorded so far (no history cost)."""
         return dict(self._recorded)
+
+    @workflow.query(name=REVIEW_QUERY)
+    def pending_review(self) -> PendingReview | None:
+        """The review this turn waits for (None: none)."""
+        return None if self._review.closed else self._review.pending
+
+    @workflow.update(name=REVIEW_UPDATE)
+    def review(self, verdict: ReviewVerdict) -> ReviewAnswer:
+        """A reviewer's verdict on the pending review."""
+        return self._review.take(verdict)
+
+    @review.validator
+    def _check_review(self, verdict: ReviewVerdict) -> None:
+        self._review.check(verdict)
 
     @workflow.run
     async def run(self, inp: TurnInput) -> TurnResult:
@@ -100,6 +124,8 @@ class TurnWorkflow:
             # The turn is complete in the ledger: never call the provider twice for it.
             return self._already_recorded(begin.intent, begin.recorded)
         decision = await decide_turn(inp.envelope, begin)
+        if decision.outcome.record.review is not None:
+            decision = await review_turn(decision, begin, self._review)
         if _one_step(begin, decision):
             return await self._call_and_record(decision, inp.envelope, begin)
         result, executing = await self._record_decision(decision)

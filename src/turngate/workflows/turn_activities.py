@@ -24,6 +24,7 @@ from turngate.workflows.shared import (
     ExternalRefsInput,
     ProviderCallInput,
     ProviderCallResult,
+    ReviewRequested,
     StoredSnapshots,
     StoreSnapshotsInput,
 )
@@ -34,6 +35,7 @@ RESOLVE_EXTERNAL_REFS = "turngate.resolve_external_refs"
 CALL_PROVIDER = "turngate.call_provider"
 CALL_AND_RECORD = "turngate.call_and_record"
 STORE_FAULT_SNAPSHOTS = "turngate.store_fault_snapshots"
+NOTIFY_REVIEW = "turngate.notify_review"
 
 
 def _definition_only(name: str) -> NotImplementedError:
@@ -78,3 +80,9 @@ def store_fault_snapshots(inp: StoreSnapshotsInput) -> StoredSnapshots:
     """Store a step's fault snapshots, one try per attempt: Temporal retries and bounds it
     (``LedgerActivities.store_fault_snapshots``, a local activity)."""
     raise _definition_only(STORE_FAULT_SNAPSHOTS)
+
+
+@activity.defn(name=NOTIFY_REVIEW)
+async def notify_review(inp: ReviewRequested) -> None:
+    """POST a review request to the configured webhook (``ReviewWebhookActivities``)."""
+    raise _definition_only(NOTIFY_REVIEW)

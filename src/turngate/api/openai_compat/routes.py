@@ -40,6 +40,7 @@ from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
 from turngate.core.events import AdmissionError, Event
 from turngate.core.header_values import encode_header_id
+from turngate.reviews.pending import review_pending_answer
 from turngate.security.auth import request_principal
 from turngate.security.streams import stream_slots
 
@@ -172,7 +173,16 @@ async def _answer(
     if admitted.status_code != 202:
         return _from_native_error(admitted)
     deadline = settings.llm_wall_clock_s + RELEASE_MARGIN_S
-    events, _ = await state.watcher.wait_turn(turn.key, _decided if chat.stream else turn_finished, deadline)
+    ready = _decided if chat.stream else turn_finished
+    # A turn waiting for a reviewer answers review.pending after the wait timeout (docs/REVIEWS.md)
+    first = min(settings.wait_timeout_s, deadline)
+    events, done = await state.watcher.wait_turn(turn.key, ready, first)
+    if not done and "DECISION" not in events:
+        review = await review_pending_answer(state.client, json.loads(bytes(admitted.body))["workflow_id"])
+        if review:
+            return _review_pending(turn, review["review"])
+    if not done:
+        events, _ = await state.watcher.wait_turn(turn.key, ready, max(deadline - first, 0.0))
     decision = events.get("DECISION")
     denied = decision is not None and decision.payload.get("decision") != "ALLOW"
     if decision is None:
@@ -197,6 +207,19 @@ async def _answer(
     if execution.payload.get("error"):
         return _failed(turn, execution)
     return JSONResponse(completion_body(execution, chat.model), headers=_turn_headers(turn, "ALLOW"))
+
+
+def _review_pending(turn: PlannedTurn, review: dict[str, Any]) -> JSONResponse:
+    """423 ``review.pending``: the turn waits for a reviewer; the same call again (the same
+    ``Idempotency-Key``) answers with the turn's result once it is decided."""
+    # 423, not 409: OpenAI's SDKs retry a 409 on their own, each retry waiting again.
+    return openai_error(
+        423,
+        "review.pending",
+        f"turn {turn.correlation_id} waits for a reviewer (until {review['deadline_at']}); send the same "
+        "request with the same Idempotency-Key again to get its answer once it is decided",
+        headers=_turn_headers(turn, None),
+    )
 
 
 async def _completion_stream(

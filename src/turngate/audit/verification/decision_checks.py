@@ -17,10 +17,11 @@ from sqlalchemy import Connection
 
 from turngate.audit.verification.findings import AuditKind
 from turngate.audit.verification.redaction_source import verify_redaction_source
-from turngate.audit.verification.shadow_recompute import shadows_not_rerun, verify_shadows
+from turngate.audit.verification.shadow_recompute import rerun_review, shadows_not_rerun, verify_shadows
 from turngate.audit.verification.spend_recompute import verify_spend
 from turngate.core.context import ContextConfig
 from turngate.core.events import Event
+from turngate.core.review import REVIEW_KEY, caller_of, review_problems
 
 
 @dataclass(frozen=True)
@@ -60,4 +61,19 @@ def spend_plan(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:
 def redaction_note(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:
     """The event the DECISION's redaction note was read from (:mod:`.redaction_source`)."""
     for problem in verify_redaction_source(decision.conn, decision.payload, decision.intent, decision.index):
+        yield AuditKind.DECISION_MISMATCH, problem
+
+
+def review_block(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:
+    """The DECISION's ``review`` block (core/review.py): the policy, re-run on the recorded
+    inputs, asks for this review; the approver holds the role (four-eyes: is not the intent's
+    caller); the verdict gives the recorded decision. A DECISION of a policy that does not load
+    here has the rest checked (the hash chain still covers the request's bytes)."""
+    if REVIEW_KEY not in decision.payload:
+        return
+    stored = decision.payload
+    asked = rerun_review(stored, decision.intent, decision.candidates, decision.config)
+    intent = decision.intent
+    caller = caller_of(intent.payload, intent.actor, intent.tenant_id)
+    for problem in review_problems(stored, asked, caller):
         yield AuditKind.DECISION_MISMATCH, problem

@@ -18,6 +18,7 @@ from turngate.audit.verification.configs import ConfigSource, config_map
 from turngate.audit.verification.decision_checks import (
     DecisionCheck,
     redaction_note,
+    review_block,
     shadow_entries,
     spend_plan,
 )
@@ -34,7 +35,7 @@ PARALLEL_MIN_EVENTS = 4_000
 
 #: What is recomputed on every DECISION whose recorded inputs verified, in this order (see
 #: :mod:`turngate.audit.verification.decision_checks`): add a check here.
-DECISION_CHECKS: tuple[DecisionCheck, ...] = (shadow_entries, spend_plan, redaction_note)
+DECISION_CHECKS: tuple[DecisionCheck, ...] = (shadow_entries, spend_plan, redaction_note, review_block)
 
 
 @with_fewer_gc_passes

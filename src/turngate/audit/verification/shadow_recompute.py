@@ -17,10 +17,11 @@ from functools import lru_cache
 from typing import Any
 
 from turngate.core.context import ContextConfig, build_context
-from turngate.core.decision import stored_scope
+from turngate.core.decision import judge_as_recorded, stored_scope
 from turngate.core.events import Event
 from turngate.core.policy import InvalidIntentError, LoadedPolicy, PolicyLoadError, load_policy
 from turngate.core.refs import RefResolutionError
+from turngate.core.review import NOT_RERUN, pending_block
 from turngate.core.shadow import ENTRY_KEYS, SHADOW_KEY, shadow_problems
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,28 @@ def verify_shadows(
         policy_input = None
     problems, _not_rerun = shadow_problems(stored, policy_input, known_policies())
     return problems
+
+
+def rerun_review(
+    stored: Mapping[str, Any], intent: Event, candidates: Sequence[Event], cfg: ContextConfig
+) -> Mapping[str, Any] | str | None:
+    """The ``review`` block the DECISION's own policy gives again on its recorded inputs (None:
+    it asks for none; ``NOT_RERUN``: that policy does not load here)."""
+    recorded = stored.get("policy")
+    if not isinstance(recorded, Mapping):
+        return NOT_RERUN
+    identity = (
+        str(recorded.get("policy_id")),
+        str(recorded.get("policy_version")),
+        str(recorded.get("config_digest")),
+    )
+    policy = known_policies().get(identity)
+    if policy is None:
+        return NOT_RERUN
+    again = judge_as_recorded(intent, candidates, cfg, policy, stored_scope(stored)).decision
+    if again.review is None:
+        return None
+    return pending_block(again.reason_codes, again.review)
 
 
 def shadows_not_rerun(stored: Mapping[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@
 // EventSource) so that the header can be sent. All data is rendered with textContent, never HTML.
 
 import { policiesView } from "./policies.js";
+import { reviewsView } from "./reviews.js";
 import { budgetsSection } from "./budgets.js";
 
 const KEY_STORAGE = "turngate.apiKey";
@@ -364,6 +365,7 @@ async function route() {
     else if (section === "turn" && id) await turnView(id);
     else if (section === "jobs") await jobsView();
     else if (section === "policies") await policiesView(policyUi());
+    else if (section === "reviews") await reviewsView(policyUi());
     else await threadsView(params);
   } catch (error) {
     if (error.status === 401) return;
@@ -1294,9 +1296,9 @@ async function jobsView() {
   }
 }
 
-// The helpers the Policies view (policies.js) renders with.
+// The helpers the Policies and Reviews views (policies.js, reviews.js) render with.
 function policyUi() {
-  return { h, show, setNav, table, decisionBadge, digestEl, fmtTime, errorBox, enc, api, authHeaders, ApiError };
+  return { h, show, setNav, table, dl, decisionBadge, digestEl, fmtTime, errorBox, enc, api, authHeaders, ApiError };
 }
 
 // --------------------------------------------------------------------------- start
