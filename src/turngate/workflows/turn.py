@@ -31,8 +31,8 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.manifest import build_manifest
     from turngate.core.payloads import SYSTEM_ERROR, DecisionPayload, ExecutionPayload
     from turngate.core.refs import ref_lookup_ids
-    from turngate.core.sampling import sampled
     from turngate.core.review import ReviewVerdict
+    from turngate.core.sampling import sampled
     from turngate.workflows import adoption
     from turngate.workflows.activity_summaries import BEGIN_SUMMARY, append_summary, snapshots_summary
     from turngate.workflows.patches import (
