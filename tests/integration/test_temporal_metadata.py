@@ -62,12 +62,17 @@ async def test_a_turn_and_a_job_read_back_through_the_temporal_api(tmp_path, tem
         # the turn: found by its thread id and by its correlation id
         turn_id = await _one_id(client, f"TurngateThreadId = '{thread}'")
         assert turn_id == await _one_id(client, f"TurngateCorrelationId = '{correlation}'")
+        await client.get_workflow_handle(turn_id).result()  # the answer is recorded before the end
         summary, details, memo = await _described(client, turn_id)
         assert summary.startswith("chat.message · ") and f"thread {thread}" in summary
         assert '"Summarise the lighthouse log"' in summary  # encryption is off: a preview
         base = str(stack.http.base_url).rstrip("/")
         assert f"({base}/ui/#/turn/{correlation})" in details and f"`{correlation}`" in details
         assert memo["correlation_id"] == correlation and memo["thread_id"] == thread
+        # the outcome, added when the turn ended
+        decision = response.json()["decision"]["payload"]
+        assert (memo["decision"], memo["reason_codes"]) == ("ALLOW", decision["reason_codes"])
+        assert memo["context_digest"] == decision["context_digest"] and "error_code" not in memo
         history = await client.get_workflow_handle(turn_id).fetch_history()
         steps = await _activity_summaries(client, history)
         assert steps[0] == "append INTENT, read the thread"

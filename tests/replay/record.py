@@ -77,6 +77,8 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # Shape 6: the second turn's client context repeats one tool call four times, so the loop
     # guard denies it (a fault: the snapshot step stores the request).
     "loop_guard": {},
+    # Shape 7: the turn adds its outcome to its memo as it ends (a failed call: its error code).
+    "ending_memo": {"llm_wall_clock_s": 1, "echo_delay_ms": 1500},
 }
 #: Turns a policy sends to human review (docs/REVIEWS.md): approved through the API, or left
 #: until their 1 s deadline passes.

@@ -41,6 +41,7 @@ COMPATIBLE = [
     "snapshot_step",
     "snapshot_step_local",
     "loop_guard",
+    "ending_memo",
     # Turns a policy sent to human review: approved (the review update), and timed out (the timer).
     "review_approved",
     "review_timed_out",

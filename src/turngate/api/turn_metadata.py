@@ -51,8 +51,7 @@ def turn_details(envelope: IntentEnvelope, *, web_url: str | None) -> str:
 
 def turn_memo(envelope: IntentEnvelope) -> dict[str, Any]:
     """The memo a turn starts with. The decision, context digest and error code are known only
-    once the turn ran: they are its ledger events' (and ``TurngateDecision``'s), not the memo's,
-    since writing the memo later would add a history event to every turn."""
+    once the turn ran: the workflow adds them when it ends (``workflows/ending_memo.py``)."""
     return {
         "correlation_id": envelope.correlation_id,
         "thread_id": envelope.thread_id,

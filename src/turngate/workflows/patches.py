@@ -113,5 +113,9 @@ TURN_SHAPE_SNAPSHOT_STEP = 5
 #: provider step: a tool call repeated more than ``context.loop_guard_max_repeats`` times denies
 #: the turn. Decided in workflow code: a turn recorded before it never takes the new branch.
 TURN_SHAPE_LOOP_GUARD = 6
+#: Shape 7: shape 6, and the turn's memo gains its outcome when it ends (decision, reason
+#: codes, context digest, error code: ``workflows/ending_memo.py``), written in the workflow task
+#: that completes the turn: one event more per turn, no extra workflow task.
+TURN_SHAPE_ENDING_MEMO = 7
 #: The shape a worker starts new turns in (worker/boundary.py).
-CURRENT_TURN_SHAPE = TURN_SHAPE_LOOP_GUARD
+CURRENT_TURN_SHAPE = TURN_SHAPE_ENDING_MEMO

@@ -35,7 +35,9 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.sampling import sampled
     from turngate.workflows import adoption
     from turngate.workflows.activity_summaries import BEGIN_SUMMARY, append_summary, snapshots_summary
+    from turngate.workflows.ending_memo import ending_memo
     from turngate.workflows.patches import (
+        TURN_SHAPE_ENDING_MEMO,
         TURN_SHAPE_INDEXED_STEP,
         TURN_SHAPE_ONE_STEP,
         TURN_SHAPE_SNAPSHOT_STEP,
@@ -94,6 +96,7 @@ def _recorded(event: Event) -> RecordedEvent:
 class TurnWorkflow:
     def __init__(self) -> None:
         self._boundary: Boundary | None = None  # set by the begin step
+        self._context_digest: str | None = None  # the recorded DECISION's
         self._recorded: dict[str, RecordedEvent] = {}
         self._indexed: tuple[str, str] | None = None  # the search attributes written: decision, policy
         self._review = ReviewWait()  # a turn the policy sent to review (workflows/turn_review.py)
@@ -119,6 +122,13 @@ class TurnWorkflow:
 
     @workflow.run
     async def run(self, inp: TurnInput) -> TurnResult:
+        result = await self._run(inp)
+        if self._boundary is not None and self._boundary.turn_shape >= TURN_SHAPE_ENDING_MEMO:
+            # In the workflow task that completes the turn: one event, no extra task.
+            workflow.upsert_memo(ending_memo(result, self._context_digest))
+        return result
+
+    async def _run(self, inp: TurnInput) -> TurnResult:
         begin = await self._begin(inp.envelope)
         if "EXECUTION" in begin.recorded:
             # The turn is complete in the ledger: never call the provider twice for it.
@@ -304,6 +314,7 @@ class TurnWorkflow:
 
     def _result(self, intent: Event, decision: Event) -> TurnResult:
         self._recorded["DECISION"] = _recorded(decision)
+        self._context_digest = decision.payload.get("context_digest")
         return TurnResult(
             workflow_id=workflow.info().workflow_id,
             correlation_id=intent.correlation_id,
