@@ -28,7 +28,9 @@ TURN_TYPES = {"EXECUTION": ["output_text"]}
 REFUSAL_TYPES = ["detail"]
 
 
-def envelope(name: str, *, thread: str = "th-{run}-a", message: str = "hello", **fields: Any) -> dict:
+def envelope(
+    name: str, *, thread: str = "th-{run}-a", message: str = "hello", **fields: Any
+) -> dict[str, Any]:
     """The published gateway's minimal template (``GET /intent-template``), one turn per name."""
     payload: dict[str, Any] = {
         "stream_id": "default",
@@ -44,15 +46,15 @@ def envelope(name: str, *, thread: str = "th-{run}-a", message: str = "hello", *
     return {"interface_version": 3, "correlation_id": f"c-{{run}}-{name}", "payload": payload}
 
 
-def post(body: dict) -> dict:
+def post(body: dict[str, Any]) -> dict[str, Any]:
     return {"method": "POST", "path": "/ingress/intent", "json": body}
 
 
-def get(path: str, **params: Any) -> dict:
+def get(path: str, **params: Any) -> dict[str, Any]:
     return {"method": "GET", "path": path, "params": params}
 
 
-def turn(name: str, doc: str, body: dict, **extra: Any) -> dict:
+def turn(name: str, doc: str, body: dict[str, Any], **extra: Any) -> dict[str, Any]:
     case = {
         "name": name,
         "doc": doc,
@@ -68,13 +70,13 @@ def turn(name: str, doc: str, body: dict, **extra: Any) -> dict:
 
 # The published gateway writes a PROOF (its context release guard) between DECISION and
 # EXECUTION; turngate's ledger holds INTENT, DECISION and EXECUTION only.
-NO_PROOF = {
+NO_PROOF: dict[str, Any] = {
     "doc": "docs/LEDGER.md#schema-migrations-0001-0002",
     "note": "event kinds are INTENT, DECISION, EXECUTION: no PROOF event between DECISION and EXECUTION",
     "drop_event_kinds": ["PROOF"],
 }
 
-NOT_OFFERED = {
+NOT_OFFERED: dict[str, Any] = {
     "doc": "docs/CONFORMANCE.md#routes-turngate-does-not-offer",
     "note": "not offered: 404 route.not_found (the thread's events are on /snapshot?thread_id=, "
     "the envelope is in docs/API.md, the routes in /openapi.json)",
@@ -84,7 +86,7 @@ NOT_OFFERED = {
 REFUSED_422 = "docs/ERRORS.md#admission-codes-http-4xx-nothing-started-nothing-recorded"
 
 
-def refused(name: str, doc: str, body: Any, *, code: str | None = None, status: int = 422) -> dict:
+def refused(name: str, doc: str, body: Any, *, code: str | None = None, status: int = 422) -> dict[str, Any]:
     """A bad envelope: the published gateway answers 400 ``{detail}``; turngate refuses it with
     422 and a reason code (and a ``detail``), as its error table lists."""
     request = post(body) if not isinstance(body, str) else {**post({}), "content": body}
@@ -101,7 +103,7 @@ def refused(name: str, doc: str, body: Any, *, code: str | None = None, status: 
     return case
 
 
-def _without(body: dict, *path: str) -> dict:
+def _without(body: dict[str, Any], *path: str) -> dict[str, Any]:
     body = copy.deepcopy(body)
     target = body
     for key in path[:-1]:
@@ -110,7 +112,7 @@ def _without(body: dict, *path: str) -> dict:
     return body
 
 
-def _bad(name: str, **fields: Any) -> dict:
+def _bad(name: str, **fields: Any) -> dict[str, Any]:
     return envelope(name, **fields)
 
 
@@ -121,8 +123,8 @@ CASES: list[dict[str, Any]] = [
         "request": get("/healthz"),
         "values": [],
         "differs": {
-            "doc": "docs/API.md",
-            "note": "answers {ok, ledger, temporal} (both backends checked) instead of {status: ok}",
+            "doc": "docs/API.md#http-api",
+            "note": "answers {ok, ledger, ...} (the ledger and Temporal checked) instead of {status: ok}",
             "expect": {"fields": {}},
         },
     },
@@ -152,7 +154,8 @@ CASES: list[dict[str, Any]] = [
         },
         differs=NO_PROOF
         | {
-            "doc": "docs/CORE.md#references; docs/LEDGER.md#schema-migrations-0001-0002",
+            "doc": "docs/CORE.md#the-context-systems-chat-history-example-as-written; "
+            "docs/LEDGER.md#schema-migrations-0001-0002",
             "note": NO_PROOF["note"]
             + "; a ref naming a turn resolves to the whole turn (INTENT for governance, its "
             "EXECUTION execution_only), where the published gateway resolves both refs to INTENT-1",
@@ -196,7 +199,7 @@ CASES: list[dict[str, Any]] = [
         ),
         event_values=DENY_EVENTS,
         differs={
-            "doc": "docs/CORE.md#references",
+            "doc": "docs/CORE.md#reference-lookup-rules",
             "note": "the DENY says CROSS_THREAD_REF (the id exists, in another thread) where the "
             "published gateway says REF_NOT_FOUND",
             "event_values": {"DECISION": {"reason_codes": ["CROSS_THREAD_REF"]}},
@@ -378,7 +381,7 @@ CASES: list[dict[str, Any]] = [
         "doc": "limit above 2000",
         "request": get("/snapshot", limit=2001),
         "differs": {
-            "doc": "docs/API.md",
+            "doc": "docs/API.md#http-api",
             "note": "a limit over 2000 is clamped to 2000 (200), not refused",
             "expect": {"status": 200, "values": {"limit": 2000}},
         },
@@ -487,7 +490,7 @@ CASES: list[dict[str, Any]] = [
         "doc": "GET /status: a JSON object",
         "request": get("/status"),
         "differs": {
-            "doc": "docs/API.md",
+            "doc": "docs/API.md#http-api",
             "note": "turngate.status.2: ledger head, running turns, LLM queue, auth mode "
             "(the published gateway answers its runner phase {phase, runner_status, t_index, note})",
             "expect": {"fields": {}},

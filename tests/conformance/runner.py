@@ -109,7 +109,9 @@ def reduce_json(document: Any, case: Mapping[str, Any], run: Run) -> dict[str, A
     return reduced
 
 
-async def _sse(http: httpx.AsyncClient, request: Mapping[str, Any], take: int) -> tuple[int, list[dict]]:
+async def _sse(
+    http: httpx.AsyncClient, request: Mapping[str, Any], take: int
+) -> tuple[int, list[dict[str, Any]]]:
     """The first ``take`` SSE messages of a GET (or fewer after 5 s without one)."""
     messages: list[dict[str, Any]] = []
     async with http.stream(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,13 +26,14 @@ from tests.stack import make_settings, running_stack
 from turngate.cli import _uvicorn_server
 from turngate.devserver import DevServer, free_port
 
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = json.loads(Path(__file__).with_name("corpus.json").read_text())
 CASES = CORPUS["cases"]
 
 
 def expected(case: dict[str, Any]) -> dict[str, Any]:
     """The recorded expectation, with a ``differs`` note's documented behaviour applied."""
-    expect = copy.deepcopy(case["expect"])
+    expect: dict[str, Any] = copy.deepcopy(case["expect"])
     differs = case.get("differs")
     if not differs:
         return expect
@@ -61,7 +63,7 @@ def as_sent(case: dict[str, Any]) -> dict[str, Any]:
     """The case, also asking the answer for the paths its ``differs`` expectations name."""
     changed = case.get("differs", {}).get("expect", {})
     extra = {group: [*case.get(group, []), *changed.get(group, {})] for group in ("values", "types")}
-    return case | extra
+    return {**case, **extra}
 
 
 def mismatches(expect: dict[str, Any], observed: dict[str, Any]) -> list[str]:
@@ -140,13 +142,24 @@ async def observations(
     return seen
 
 
-def test_the_corpus_was_recorded_against_the_published_gateway() -> None:
+def _anchors(doc: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    anchors = set()
+    for line in doc.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_every_difference_names_a_docs_section_that_exists() -> None:
     assert CORPUS["recorded_against"] == "dbl-gateway==1.0.1"
     assert len(CASES) >= 30
-    for case in CASES:
-        if "differs" in case:
-            assert case["differs"]["doc"].startswith("docs/"), case["name"]
-            assert case["differs"]["note"], case["name"]
+    for case in (c for c in CASES if "differs" in c):
+        assert case["differs"]["note"], case["name"]
+        for where in case["differs"]["doc"].split("; "):
+            path, _, anchor = where.partition("#")
+            assert path.startswith("docs/") and anchor in _anchors(REPO / path), (case["name"], where)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
