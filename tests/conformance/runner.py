@@ -166,10 +166,13 @@ def reduce_events(events: list[dict[str, Any]], case: Mapping[str, Any], run: Ru
     return reduced
 
 
-async def observe(http: httpx.AsyncClient, case: Mapping[str, Any], run: Run) -> dict[str, Any]:
-    """Send ``case``'s request; what came back, reduced to the contract."""
+async def observe(
+    http: httpx.AsyncClient, case: Mapping[str, Any], run: Run, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Send ``case``'s request (with ``headers`` added); what came back, reduced to the contract."""
     request = run.fill(case["request"])
-    request["headers"] = {name: str(value) for name, value in (request.get("headers") or {}).items()}
+    sent = {name: str(value) for name, value in (request.get("headers") or {}).items()}
+    request["headers"] = {**(headers or {}), **sent}
     if case.get("sse"):
         status, messages = await _sse(http, request, case["sse"]["take"])
         base = run.fill(case["sse"]["base"]) if "base" in case["sse"] else 0

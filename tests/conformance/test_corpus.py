@@ -1,10 +1,10 @@
 """The conformance corpus of the published DBL gateway (``corpus.json``, recorded against
 ``dbl-gateway==1.0.1`` by ``record.py``), run against turngate: every case's request is sent, in
-order, to one in-process stack (API, worker, Temporal dev server) configured as the recording
+order, to an in-process stack (API, worker, Temporal dev server) configured as the recording
 was (allow-all policy, the same fake Ollama provider and model, context ``max_refs`` 50 and
-``ALLOW_EMPTY``, dev auth: clients of the published gateway send no key), and the answer must
-meet the recorded expectations, or, where a case carries a ``differs`` note, the documented
-behaviour it names. See docs/CONFORMANCE.md."""
+``ALLOW_EMPTY``), once in dev auth and once with keys and the keyless read-only mode, and the
+answer must meet the recorded expectations, or, where a case carries a ``differs`` note, the
+documented behaviour it names. See docs/CONFORMANCE.md."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from tests.conformance.runner import Run, observe
 from tests.stack import make_settings, running_stack
 from turngate.cli import _uvicorn_server
 from turngate.devserver import DevServer, free_port
+from turngate.ledger import LedgerStore
+from turngate.security.keys import KeyStore
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = json.loads(Path(__file__).with_name("corpus.json").read_text())
@@ -121,10 +123,22 @@ async def provider_url() -> AsyncIterator[str]:
         await task
 
 
-@pytest.fixture(scope="module")
+#: Routes a client of the published gateway reads without a key under turngate's keyless
+#: read-only mode (docs/SECURITY.md); every other route gets a key there.
+KEYLESS = ("/snapshot", "/tail", "/status", "/capabilities", "/healthz")
+
+
+@pytest.fixture(scope="module", params=["dev", "keyless_read"])
 async def observations(
-    tmp_path_factory: pytest.TempPathFactory, temporal_server: DevServer, provider_url: str
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    temporal_server: DevServer,
+    provider_url: str,
 ) -> dict[str, dict[str, Any]]:
+    """Every case's answer from one stack: ``dev`` (``turngate dev``'s loopback auth, no key at
+    all), or ``keyless_read`` (keys on, ``TURNGATE_KEYLESS_READ``: the read routes without a
+    key, the rest with one, as an observer client of the published gateway beside a writer)."""
+    auth = {"auth_mode": "keys", "keyless_read": True} if request.param == "keyless_read" else {}
     settings = make_settings(
         tmp_path_factory.mktemp("conformance"),
         temporal_server.address,
@@ -133,12 +147,19 @@ async def observations(
         default_provider="ollama",
         context_max_refs="50",
         context_empty_refs_policy="ALLOW_EMPTY",
+        **auth,
     )
+    key: dict[str, str] = {}
+    if auth:
+        with LedgerStore(settings.effective_ledger_url) as ledger:
+            secret = KeyStore(ledger.engine).create("*", "intent.write,snapshot.read", "conformance").secret
+        key = {"Authorization": f"Bearer {secret}"}
     run = Run(token=uuid.uuid4().hex[:10])
     seen: dict[str, dict[str, Any]] = {}
     async with running_stack(settings) as stack:
         for case in CASES:
-            seen[case["name"]] = await observe(stack.http, as_sent(case), run)
+            keyless = case["request"]["path"] in KEYLESS and case["request"]["method"] == "GET"
+            seen[case["name"]] = await observe(stack.http, as_sent(case), run, {} if keyless else key)
     return seen
 
 
