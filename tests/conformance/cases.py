@@ -205,6 +205,38 @@ CASES: list[dict[str, Any]] = [
             "event_values": {"DECISION": {"reason_codes": ["CROSS_THREAD_REF"]}},
         },
     ),
+    turn(
+        "too_many_refs",
+        "more declared refs than the context config's max_refs (50): a recorded DENY",
+        envelope(
+            "too_many_refs",
+            declared_refs=[{"ref_type": "event", "ref_id": f"r-{i}"} for i in range(51)],
+        ),
+        event_values=DENY_EVENTS,
+    ),
+    turn(
+        "unknown_model",
+        "a requested_model_id no provider offers",
+        envelope("unknown_model", requested_model_id="no-such-model"),
+        event_values=DENY_EVENTS,
+        differs={
+            "doc": "docs/ERRORS.md#policy-outcomes",
+            "note": "a recorded DENY model.unavailable before anything runs, where the published "
+            "gateway allows the turn and its EXECUTION fails",
+            "expect": {
+                "events": [
+                    {"kind": "INTENT"},
+                    {"kind": "DECISION", "decision": "DENY", "reason_codes": ["model.unavailable"]},
+                ]
+            },
+        },
+    ),
+    turn(
+        "outer_inputs",
+        "v3 inputs beside the payload (principal_id, scalar extensions) are accepted",
+        envelope("outer_inputs", inputs={"principal_id": "demo-user", "extensions": {"note": "x"}}),
+        differs=NO_PROOF,
+    ),
     # ---------------------------------------------------------------- refusals at admission
     {
         "name": "invalid_parent",
@@ -229,6 +261,12 @@ CASES: list[dict[str, Any]] = [
         "payload_not_object",
         "payload must be an object",
         {**envelope("payload_not_object"), "payload": "chat"},
+        code="admission.invalid_type",
+    ),
+    refused(
+        "refs_not_list",
+        "declared_refs must be a list",
+        _bad("refs_not_list", declared_refs={"ref_type": "event", "ref_id": "x"}),
         code="admission.invalid_type",
     ),
     refused(
@@ -361,6 +399,12 @@ CASES: list[dict[str, Any]] = [
         "doc": "GET /snapshot filtered by stream_id and lane",
         "request": get("/snapshot", stream_id="default", lane="user_chat", limit=1),
         "values": ["limit", "events[].stream_id", "events[].lane"],
+    },
+    {
+        "name": "snapshot_past_end",
+        "doc": "an offset past the ledger's end: an empty page",
+        "request": get("/snapshot", offset=100000),
+        "values": ["offset", "events"],
     },
     {
         "name": "snapshot_limit_zero",
