@@ -283,6 +283,7 @@ def parse_intent(
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first.get("loc", ()))
         raise AdmissionError(_reason_for(first), f"{where}: {first.get('msg')}", where) from exc
+    _check_v3_tool_fields(data["payload"])
     if envelope.payload.intent_type not in known_intent_types:
         raise AdmissionError(
             "admission.unknown_intent_type",
@@ -309,6 +310,30 @@ def parse_intent(
     except ValueError as exc:
         raise AdmissionError("admission.invalid_value", f"{exc} (send such numbers as strings)") from exc
     return envelope
+
+
+TOOL_SCOPES = ("strict", "advisory")
+
+
+def _check_v3_tool_fields(payload: dict[str, Any]) -> None:
+    """Wire contract v3's ``budget`` names at least one limit, and ``tool_scope`` (accepted, not
+    recorded) is ``strict`` or ``advisory``; checked at admission only, so recorded histories
+    that replay an envelope never meet it."""
+    budget = payload.get("budget")
+    limits = ("max_tokens", "max_duration_ms")
+    if isinstance(budget, dict) and all(budget.get(limit) is None for limit in limits):
+        raise AdmissionError(
+            "admission.invalid_value", "budget must name max_tokens or max_duration_ms", "payload.budget"
+        )
+    scope = payload.get("tool_scope")
+    if scope is None:
+        return
+    if not isinstance(scope, str):
+        raise AdmissionError("admission.invalid_type", "tool_scope must be a string", "payload.tool_scope")
+    if scope not in TOOL_SCOPES:
+        raise AdmissionError(
+            "admission.invalid_value", f"tool_scope must be one of {list(TOOL_SCOPES)}", "payload.tool_scope"
+        )
 
 
 def _refuse_server_owned_body_fields(data: dict[str, Any]) -> None:
