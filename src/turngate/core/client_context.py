@@ -211,6 +211,18 @@ def recorded_client_context(intent_payload: Mapping[str, Any]) -> ClientContext 
         return None
 
 
+def recorded_request_options(inputs: Mapping[str, Any]) -> RequestOptions | None:
+    """The request options an intent's inputs carry (None: none, or malformed ones, whose turn
+    was denied); reads only them, not the whole client context."""
+    raw = inputs.get(CLIENT_CONTEXT_KEY)
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return request_options_of(raw.get("request_options"))
+    except (ValidationError, TypeError):
+        return None
+
+
 def tool_results_of(intent_payload: Mapping[str, Any]) -> tuple[ClientToolResult, ...]:
     """The tool results an INTENT answered with (none for a turn that is not a tool loop's)."""
     context = recorded_client_context(intent_payload)

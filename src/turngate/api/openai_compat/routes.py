@@ -45,12 +45,36 @@ from turngate.security.streams import stream_slots
 
 router = APIRouter(tags=["openai"])
 
-#: Provider error codes answered 429 / 503 (with Retry-After); any other failure is a 500.
+#: Provider error codes answered 429 / 503 (with Retry-After); the vendor's other refusals keep
+#: their 4xx status; anything else is our own fault, a 500 (docs/OPENAI.md, "Errors").
 RATE_LIMITED = frozenset({"provider.rate_limited"})
 UNAVAILABLE = frozenset(
-    {"llm.timeout", "provider.timeout", "provider.overloaded", "provider.connection", "SYSTEM_ERROR"}
+    {
+        "llm.timeout",
+        "provider.timeout",
+        "provider.overloaded",
+        "provider.connection",
+        "SYSTEM_ERROR",
+    }
+)
+#: The vendor refused the request as malformed: the client's request, answered with the status.
+CLIENT_FAULTS = {
+    "provider.bad_request": 400,
+    "provider.unsupported_parameter": 400,
+    "provider.not_found": 404,
+    "provider.request_too_large": 413,
+    "provider.unprocessable": 422,
+    "provider.client_error": 400,
+}
+#: The vendor failed, or refused the gateway's own credentials: not the client's fault.
+BAD_GATEWAY = frozenset(
+    {"provider.server_error", "provider.auth", "provider.missing_credentials", "provider.invalid_response"}
 )
 RETRY_AFTER_S = "1"
+#: The model made tool calls the gateway did not admit (docs/OPENAI.md, "Tool calls").
+REJECTED_TOOL_CALLS_STATUS = 422
+REASON_HEADER = "X-Turngate-Reason-Code"
+OUTPUT_CHECK_HEADER = "X-Turngate-Output-Check"
 
 
 def execution_error_status(code: str) -> int:
@@ -58,7 +82,25 @@ def execution_error_status(code: str) -> int:
         return 429
     if code in UNAVAILABLE:
         return 503
+    if code in CLIENT_FAULTS:
+        return CLIENT_FAULTS[code]
+    if code in BAD_GATEWAY:
+        return 502
     return 500
+
+
+def rejected_calls(execution: Event) -> list[dict[str, Any]]:
+    """The model's tool calls the gateway refused to forward (never dropped silently: the
+    answer becomes a 422 naming them)."""
+    rejected = execution.payload.get("tool_calls_rejected")
+    return [call for call in rejected if isinstance(call, dict)] if isinstance(rejected, list) else []
+
+
+def rejected_message(rejected: list[dict[str, Any]]) -> tuple[str, str]:
+    """(code, message) of an answer whose tool calls were refused."""
+    code = str(rejected[0].get("reason_code") or "tool.invalid_arguments")
+    parts = [f"{call.get('name')!r} ({call.get('reason_code')}: {call.get('detail')})" for call in rejected]
+    return code, "the model's tool calls were not admitted: " + "; ".join(parts)
 
 
 def _turn_headers(turn: PlannedTurn, decision: str | None) -> dict[str, str]:
@@ -101,14 +143,15 @@ def _denied(turn: PlannedTurn, decision: Event) -> JSONResponse:
     codes = [str(code) for code in decision.payload.get("reason_codes") or []] or ["policy.denied"]
     detail = (decision.payload.get("error") or {}).get("detail")
     message = f"turngate denied this turn: {', '.join(codes)}" + (f" ({detail})" if detail else "")
-    return openai_error(403, codes[0], message, headers=_turn_headers(turn, "DENY"))
+    headers = _turn_headers(turn, "DENY") | {REASON_HEADER: codes[0]}
+    return openai_error(403, codes[0], message, headers=headers)
 
 
 def _failed(turn: PlannedTurn, execution: Event) -> JSONResponse:
     error = execution.payload.get("error") or {}
     code = str(error.get("code") or "provider.error")
     status = execution_error_status(code)
-    headers = _turn_headers(turn, "ALLOW")
+    headers = _turn_headers(turn, "ALLOW") | {REASON_HEADER: code}
     if status in (429, 503):
         headers["Retry-After"] = RETRY_AFTER_S
     return openai_error(
@@ -196,7 +239,20 @@ async def _answer(
         )
     if execution.payload.get("error"):
         return _failed(turn, execution)
-    return JSONResponse(completion_body(execution, chat.model), headers=_turn_headers(turn, "ALLOW"))
+    rejected = rejected_calls(execution)
+    if rejected:
+        code, message = rejected_message(rejected)
+        headers = _turn_headers(turn, "ALLOW") | {REASON_HEADER: code}
+        return openai_error(REJECTED_TOOL_CALLS_STATUS, code, message, headers=headers)
+    return JSONResponse(completion_body(execution, chat.model), headers=_answer_headers(turn, execution))
+
+
+def _answer_headers(turn: PlannedTurn, execution: Event) -> dict[str, str]:
+    headers = _turn_headers(turn, "ALLOW")
+    check = execution.payload.get("output_check")
+    if isinstance(check, dict):
+        headers[OUTPUT_CHECK_HEADER] = "valid" if check.get("valid") else "invalid"
+    return headers
 
 
 async def _completion_stream(
@@ -232,6 +288,10 @@ async def _completion_stream(
     if error:
         code = str(error.get("code") or "provider.error")
         yield error_frame(execution_error_status(code), code, str(error.get("message") or code))
+        return
+    rejected = rejected_calls(execution)
+    if rejected:
+        yield error_frame(REJECTED_TOOL_CALLS_STATUS, *rejected_message(rejected))
         return
     model = model_of(execution, chat.model)
     calls = tool_calls_of(execution)
