@@ -177,7 +177,9 @@ def _scan(history: list[HistoryMessage], events: list[Event]) -> HistoryMatch:
     for message in history:
         wanted = (kinds[message.role], message.fingerprint())
         found = (
-            i for i in range(cursor, len(ordered)) if (ordered[i].kind, event_fingerprint(ordered[i])) == wanted
+            i
+            for i in range(cursor, len(ordered))
+            if (ordered[i].kind, event_fingerprint(ordered[i])) == wanted
         )
         hit = next(found, None)
         if hit is None:

@@ -154,7 +154,9 @@ def test_without_a_thread_unmatched_history_starts_a_thread_as_client_context(st
     assert turn.thread_id == turn.correlation_id and turn.refs == 0
     context = client_context_of(turn.envelope["payload"]["inputs"])
     assert context is not None
-    assert [(m.role, m.content, m.source) for m in context.messages] == [("user", "asked", "unmatched_history")]
+    assert [(m.role, m.content, m.source) for m in context.messages] == [
+        ("user", "asked", "unmatched_history")
+    ]
 
 
 def test_record_mode_keeps_unmatched_history_and_system_as_client_context(store: LedgerStore) -> None:

@@ -62,7 +62,7 @@ class ResponseFormat(_Frozen):
         """The OpenAI ``response_format`` object, as the client sent it."""
         return self.model_dump(mode="json")
 
-    def schema(self) -> dict[str, Any] | None:
+    def target_schema(self) -> dict[str, Any] | None:
         """The JSON schema the answer must satisfy (``json_object``: any object; ``text``: none)."""
         if self.type == "json_schema" and self.json_schema is not None:
             return self.json_schema.schema_
@@ -143,13 +143,13 @@ def check_output(text: str, response_format: ResponseFormat) -> OutputCheck | No
     """Whether ``text`` parses as JSON and satisfies the format's schema (None: a ``text``
     format, nothing to check). The schema check covers the keywords :func:`schema_errors`
     implements; others are not checked."""
-    schema = response_format.schema()
+    schema = response_format.target_schema()
     if schema is None or response_format.type == "text":
         return None
     errors: list[str]
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         errors = [f"$: the answer is not JSON ({exc.msg} at {exc.pos})"]
     else:
         errors = schema_errors(value, schema)

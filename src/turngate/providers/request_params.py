@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from turngate.core.request_options import REASON_UNSUPPORTED_PARAMETER, ProviderOptions
 from turngate.providers.base import ProviderError, ProviderRequest, ToolDefinition
@@ -122,12 +122,13 @@ def _anthropic_tool_choice(options: ProviderOptions) -> dict[str, Any] | None:
     choice = options.tool_choice
     wire: dict[str, Any] | None = None
     if choice is not None:
-        wire = {
+        modes: dict[str, dict[str, Any]] = {
             "none": {"type": "none"},
             "auto": {"type": "auto"},
             "required": {"type": "any"},
             "function": {"type": "tool", "name": choice.name},
-        }[choice.mode]
+        }
+        wire = modes[choice.mode]
     if options.parallel_tool_calls is False:
         wire = dict(wire or {"type": "auto"})
         if wire["type"] != "none":
@@ -152,7 +153,7 @@ def anthropic_params(request: ProviderRequest) -> dict[str, Any]:
     if options.stop is not None:
         params["stop_sequences"] = list(options.stop)
     output: dict[str, Any] = {}
-    schema = options.response_format.schema() if options.response_format is not None else None
+    schema = options.response_format.target_schema() if options.response_format is not None else None
     if schema is not None:
         output["format"] = {"type": "json_schema", "schema": schema}
     if options.reasoning_effort is not None:
@@ -173,7 +174,7 @@ class OllamaParams:
     must call, asked for as structured output (Ollama has no ``tool_choice``), whose JSON answer
     becomes that tool's call."""
 
-    format: str | dict[str, Any] | None
+    format: Literal["json"] | dict[str, Any] | None
     options: dict[str, Any]
     forced_tool: str | None = None
     tools: list[dict[str, Any]] | None = None
@@ -214,12 +215,12 @@ def ollama_params(request: ProviderRequest) -> OllamaParams:
             options[name] = value
     if settings.stop is not None:
         options["stop"] = list(settings.stop)
-    format_: str | dict[str, Any] | None = None
+    format_: Literal["json"] | dict[str, Any] | None = None
     response_format = settings.response_format
     if response_format is not None and response_format.type == "json_object":
         format_ = "json"
     elif response_format is not None and response_format.type == "json_schema":
-        format_ = response_format.schema()
+        format_ = response_format.target_schema()
     if settings.tool_choice is not None and settings.tool_choice.mode == "none":
         wire_tools = []  # Ollama has no tool_choice: offering none is how a call is ruled out
     forced = _forced_tool(settings, request.tools)

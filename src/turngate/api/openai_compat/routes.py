@@ -74,6 +74,10 @@ RETRY_AFTER_S = "1"
 #: The model made tool calls the gateway did not admit (docs/OPENAI.md, "Tool calls").
 REJECTED_TOOL_CALLS_STATUS = 422
 REASON_HEADER = "X-Turngate-Reason-Code"
+#: On a recorded outcome (a DENY, a failed call, refused tool calls): a retry of the same
+#: request finds the same recorded turn, so the OpenAI SDK is told not to retry (it honours
+#: ``x-should-retry``); a turn still running (504) is worth a retry, which waits for it.
+NO_RETRY = {"x-should-retry": "false"}
 OUTPUT_CHECK_HEADER = "X-Turngate-Output-Check"
 
 
@@ -143,7 +147,7 @@ def _denied(turn: PlannedTurn, decision: Event) -> JSONResponse:
     codes = [str(code) for code in decision.payload.get("reason_codes") or []] or ["policy.denied"]
     detail = (decision.payload.get("error") or {}).get("detail")
     message = f"turngate denied this turn: {', '.join(codes)}" + (f" ({detail})" if detail else "")
-    headers = _turn_headers(turn, "DENY") | {REASON_HEADER: codes[0]}
+    headers = _turn_headers(turn, "DENY") | {REASON_HEADER: codes[0]} | NO_RETRY
     return openai_error(403, codes[0], message, headers=headers)
 
 
@@ -151,7 +155,7 @@ def _failed(turn: PlannedTurn, execution: Event) -> JSONResponse:
     error = execution.payload.get("error") or {}
     code = str(error.get("code") or "provider.error")
     status = execution_error_status(code)
-    headers = _turn_headers(turn, "ALLOW") | {REASON_HEADER: code}
+    headers = _turn_headers(turn, "ALLOW") | {REASON_HEADER: code} | NO_RETRY
     if status in (429, 503):
         headers["Retry-After"] = RETRY_AFTER_S
     return openai_error(
@@ -242,7 +246,7 @@ async def _answer(
     rejected = rejected_calls(execution)
     if rejected:
         code, message = rejected_message(rejected)
-        headers = _turn_headers(turn, "ALLOW") | {REASON_HEADER: code}
+        headers = _turn_headers(turn, "ALLOW") | {REASON_HEADER: code} | NO_RETRY
         return openai_error(REJECTED_TOOL_CALLS_STATUS, code, message, headers=headers)
     return JSONResponse(completion_body(execution, chat.model), headers=_answer_headers(turn, execution))
 

@@ -251,7 +251,7 @@ def _tool_choice(raw: str | dict[str, Any] | None, tools: list[RequestTool] | No
             raise AdmissionError(
                 "openai.invalid_tool_choice", "tool_choice 'required' needs tools", "tool_choice"
             )
-        return ToolChoice(mode=raw)  # type: ignore[arg-type]  # one of the literals, checked above
+        return ToolChoice(mode=raw)
     function = raw.get("function")
     name = function.get("name") if raw.get("type") == "function" and isinstance(function, dict) else None
     if not isinstance(name, str):
