@@ -284,3 +284,26 @@ async def test_a_deny_carries_its_reason_code(drop_in: DropIn) -> None:
     assert caught.value.code and caught.value.code.startswith("model.")
     assert caught.value.response.headers["x-turngate-reason-code"] == caught.value.code
     assert caught.value.response.headers["x-turngate-decision"] == "DENY"
+
+
+async def test_concurrent_chats_stream_at_once_and_status_reports_the_limit(drop_in: DropIn) -> None:
+    """The default LLM limit lets chats run together: four streams whose upstream takes 1 s
+    each all finish in far less than the 4 s one-at-a-time would take."""
+    drop_in.upstream.delay_s = 1.0
+    sdk = client(drop_in)
+
+    async def first_token(n: int) -> float:
+        stream = await sdk.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": f"concurrent {n}"}], stream=True
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                return asyncio.get_running_loop().time()
+        raise AssertionError("no token")
+
+    started = asyncio.get_running_loop().time()
+    firsts = await asyncio.gather(*(first_token(n) for n in range(4)))
+    assert max(firsts) - started < 3.0, [round(t - started, 2) for t in firsts]
+    llm = (await drop_in.stack.http.get("/status")).json()["job_runtime"]["llm"]
+    assert llm["concurrency"] == 16
+    assert (llm["worker_processes"], llm["effective_concurrency"]) == (1, 16)
