@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from turngate.core.request_options import REASON_UNSUPPORTED_PARAMETER, ProviderOptions
 from turngate.providers.base import ProviderError, ProviderRequest, ToolDefinition
+from turngate.providers.tool_calls import function_tools
 
 #: OpenAI sampling options forwarded as they are.
 _OPENAI_PASSTHROUGH = (
@@ -59,16 +60,10 @@ def _check_named_tool(vendor: str, options: ProviderOptions, tools: Sequence[Too
 def openai_tools(tools: Sequence[ToolDefinition], options: ProviderOptions | None) -> list[dict[str, Any]]:
     """``[{"type": "function", "function": {name, description, parameters[, strict]}}]``."""
     strict = set(options.strict_tools or ()) if options is not None else set()
-    wire = []
-    for tool in tools:
-        function: dict[str, Any] = {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        }
-        if tool.name in strict:
-            function["strict"] = True
-        wire.append({"type": "function", "function": function})
+    wire = function_tools(tools)
+    for entry in wire:
+        if entry["function"]["name"] in strict:
+            entry["function"]["strict"] = True
     return wire
 
 
@@ -198,10 +193,7 @@ def ollama_params(request: ProviderRequest) -> OllamaParams:
         options["num_predict"] = request.max_tokens
     if request.temperature is not None:
         options["temperature"] = request.temperature
-    wire_tools = [
-        {"type": "function", "function": t.model_dump(include={"name", "description", "parameters"})}
-        for t in request.tools
-    ]
+    wire_tools = function_tools(request.tools)
     settings = request.options
     if settings is None:
         return OllamaParams(format=None, options=options, tools=wire_tools or None)
