@@ -24,6 +24,9 @@ from tests.openai_compat.drop_in import (
     ledger_length,
     recorded_turns,
 )
+from turngate.artifacts import open_artifact_store
+from turngate.core.canonical import digest
+from turngate.core.manifest import ArtifactPointer
 
 WEATHER_TOOL = {
     "type": "function",
@@ -118,6 +121,11 @@ async def test_parse_with_a_pydantic_model(drop_in: DropIn) -> None:
     check = turn.execution["payload"]["output_check"]
     assert check["valid"] is True and check["format"] == "json_schema"
     assert turn.decision["payload"]["context_digest"]
+    # the DECISION's context manifest names the options by digest
+    pointer = ArtifactPointer.model_validate(turn.decision["payload"]["manifest"])
+    store = open_artifact_store(drop_in.stack.settings.effective_artifacts)
+    manifest = json.loads(await asyncio.to_thread(store.get, pointer))
+    assert manifest["intent"]["request_options_digest"] == digest(client_context(turn)["request_options"])
     await assert_verifies(drop_in, turn.thread_id)
 
 
