@@ -315,3 +315,17 @@ async def test_concurrent_chats_stream_at_once_and_status_reports_the_limit(drop
     llm = (await drop_in.stack.http.get("/status")).json()["job_runtime"]["llm"]
     assert llm["concurrency"] == 16
     assert (llm["worker_processes"], llm["effective_concurrency"]) == (1, 16)
+
+
+async def test_a_streamed_tool_call_that_breaks_the_schema_ends_in_an_error_frame(drop_in: DropIn) -> None:
+    drop_in.upstream.arguments = {"GetWeather": {"city": 7}}
+    stream = await client(drop_in).chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "Weather, streamed?"}],
+        tools=[WEATHER_TOOL],
+        stream=True,
+    )
+    with pytest.raises(openai.APIError) as caught:
+        async for _chunk in stream:
+            pass
+    assert "tool.invalid_arguments" in str(caught.value.body) or "GetWeather" in caught.value.message
