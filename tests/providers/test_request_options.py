@@ -219,3 +219,12 @@ async def test_ollama_refuses_what_it_cannot_honour(
         await collect(OllamaChatProvider(host=ollama_server.host), request)
     assert caught.value.type == "provider.unsupported_parameter"
     assert ollama_server.requests == []
+
+
+async def test_parallel_tool_calls_go_out_only_with_tools(openai_server: FakeOpenAIServer) -> None:
+    provider = OpenAIChatProvider(api_key=KEY, base_url=openai_server.base_url)
+    try:
+        await collect(provider, make_request("openai", options=options(parallel_tool_calls=False)))
+    finally:
+        await provider.aclose()
+    assert "parallel_tool_calls" not in openai_server.last_request.json

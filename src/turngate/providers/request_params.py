@@ -83,8 +83,8 @@ def openai_params(request: ProviderRequest) -> dict[str, Any]:
     _check_named_tool("openai", options, request.tools)
     for name in _OPENAI_PASSTHROUGH:
         value = getattr(options, name)
-        if value is not None:
-            params[name] = value
+        if value is not None and (name != "parallel_tool_calls" or request.tools):
+            params[name] = value  # parallel_tool_calls without tools: OpenAI refuses it
     if options.stop is not None:
         params["stop"] = list(options.stop)
     if options.tool_choice is not None:
@@ -198,7 +198,7 @@ def ollama_params(request: ProviderRequest) -> OllamaParams:
     if settings is None:
         return OllamaParams(format=None, options=options, tools=wire_tools or None)
     _refuse_set("ollama", settings, ("reasoning_effort",))
-    if settings.parallel_tool_calls is False:
+    if settings.parallel_tool_calls is False and request.tools:
         raise unsupported("ollama", ["parallel_tool_calls false"])
     _check_named_tool("ollama", settings, request.tools)
     for name in ("top_p", "seed", "frequency_penalty", "presence_penalty"):
