@@ -60,12 +60,27 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # turns record exchanges_count without a prompt pack (the markers of both patches; recorded
     # on shape 1).
     "turn_refs": {},
+    # The second turn carries the client's request options (structured output, sampling): the
+    # provider call's input carries them and the EXECUTION records its output check.
+    "request_options": {},
 }
 #: Inputs of the second turn per scenario (default: none).
 SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
     "tool_loop": {"client_context": {"tool_results": [{"tool_call_id": "call_1", "content": "4"}]}},
     "spend_request": {
         "client_context": {"messages": [{"role": "system", "content": "Be brief.", "source": "system"}]}
+    },
+    "request_options": {
+        "client_context": {
+            "request_options": {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "Answer", "schema": {"type": "object"}, "strict": True},
+                },
+                "seed": 7,
+                "top_p": 0.5,
+            }
+        }
     },
 }
 #: Intent fields a scenario's turns send.

@@ -37,6 +37,7 @@ COMPATIBLE = [
     "counted_step",
     "counted_step_local",
     "turn_refs",
+    "request_options",
 ]
 
 
