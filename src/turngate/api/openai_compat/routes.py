@@ -93,11 +93,21 @@ def execution_error_status(code: str) -> int:
     return 500
 
 
-def rejected_calls(execution: Event) -> list[dict[str, Any]]:
-    """The model's tool calls the gateway refused to forward (never dropped silently: the
-    answer becomes a 422 naming them)."""
+def rejected_calls(execution: Event, chat: ChatCompletionRequest) -> list[dict[str, Any]]:
+    """The model's calls the gateway refused to forward that the client must hear of (never
+    dropped silently: the answer becomes a 422 naming them): calls to the client's own tools, and
+    calls to tools nobody offered. A prompt pack's tool called badly is the pack's business
+    (recorded, as on every endpoint)."""
     rejected = execution.payload.get("tool_calls_rejected")
-    return [call for call in rejected if isinstance(call, dict)] if isinstance(rejected, list) else []
+    if not isinstance(rejected, list):
+        return []
+    client_tools = {tool.function.name for tool in chat.tools or ()}
+    return [
+        call
+        for call in rejected
+        if isinstance(call, dict)
+        and (call.get("name") in client_tools or call.get("reason_code") == "tool.not_offered")
+    ]
 
 
 def rejected_message(rejected: list[dict[str, Any]]) -> tuple[str, str]:
@@ -243,7 +253,7 @@ async def _answer(
         )
     if execution.payload.get("error"):
         return _failed(turn, execution)
-    rejected = rejected_calls(execution)
+    rejected = rejected_calls(execution, chat)
     if rejected:
         code, message = rejected_message(rejected)
         headers = _turn_headers(turn, "ALLOW") | {REASON_HEADER: code} | NO_RETRY
@@ -293,7 +303,7 @@ async def _completion_stream(
         code = str(error.get("code") or "provider.error")
         yield error_frame(execution_error_status(code), code, str(error.get("message") or code))
         return
-    rejected = rejected_calls(execution)
+    rejected = rejected_calls(execution, chat)
     if rejected:
         yield error_frame(REJECTED_TOOL_CALLS_STATUS, *rejected_message(rejected))
         return
