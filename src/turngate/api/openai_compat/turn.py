@@ -3,11 +3,15 @@
 The last message is the turn's message (it must be a user message), or the last messages are the
 results of the tool calls of the assistant message before them (a tool loop continues: they are
 recorded as ``client_context.tool_results`` and the message is their contents joined). A
-``temperature`` is recorded in the client context too (only when sent). Earlier user/assistant
-messages that match recorded events of the thread become declared refs; the rest is refused or
-recorded as client context (``TURNGATE_OPENAI_UNMATCHED_HISTORY``). System (and developer)
-messages are recorded as client context and placed after the prompt pack's system prompt, or
-refused (``TURNGATE_OPENAI_CLIENT_SYSTEM``). Function tools are recorded as client tools.
+``temperature`` and the other request options (structured output, forced tool choice, sampling)
+are recorded in the client context too (only when sent). The thread is the one named, else the
+one a stateless client's history continues (:mod:`~turngate.api.openai_compat.conversation`),
+else a new one; the turn id comes from the idempotency key, else from the messages. Earlier
+user/assistant messages that match recorded events of the thread become declared refs; the rest
+is recorded as client context, or, on a named thread, refused
+(``TURNGATE_OPENAI_UNMATCHED_HISTORY``). System (and developer) messages are recorded as client
+context and placed after the prompt pack's system prompt, or refused
+(``TURNGATE_OPENAI_CLIENT_SYSTEM``). Function tools are recorded as client tools.
 """
 
 from __future__ import annotations

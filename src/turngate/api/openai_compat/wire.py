@@ -57,7 +57,9 @@ _REASON_BY_ERROR = {
 
 
 class _Open(BaseModel):
-    # OpenAI adds fields often: unknown ones are accepted and ignored (never recorded).
+    # Inside messages, tools and options: what SDKs echo back (an assistant message's
+    # ``refusal``, ``annotations``, a participant ``name``) is accepted and ignored. The request's
+    # own fields are all listed (ChatCompletionRequest): an unknown one is refused.
     model_config = ConfigDict(extra="ignore")
 
 
