@@ -21,7 +21,8 @@ from bench.floor_shapes import SHAPES
 from bench.scenarios import Sizes
 from turngate.devserver import DevServer, free_port
 
-TODAY = "3 local + 1 regular"
+#: An allowed turn in the default configuration (the turn's shape 4, docs/WORKFLOW.md).
+TODAY = "1 local + 1 regular"
 LOCAL_PROVIDER = "1 local + 1 local provider"
 
 

@@ -24,6 +24,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from bench.client import distribution
 from bench.floor_shapes import SHAPES, ledger_step, provider_call
 from bench.stack import cpu_seconds
+from turngate.temporal_client import ensure_search_attributes
 
 HISTORY_SAMPLE = 10
 
@@ -71,8 +72,12 @@ async def _history_events(client: Client, ids: list[str]) -> dict[str, Any]:
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     client = await Client.connect(args.address)
+    await ensure_search_attributes(client)  # the shapes that write turngate's attributes
     shape = SHAPES[args.shape]
-    queue, llm = f"floor-{uuid.uuid4().hex[:8]}", f"floor-llm-{uuid.uuid4().hex[:8]}"
+    queue = f"floor-{uuid.uuid4().hex[:8]}"
+    # --same-queue: the provider activity on the workflow's own task queue, where the server
+    # hands it back in the workflow task's completion (eager activity execution).
+    llm = queue if args.same_queue else f"floor-llm-{uuid.uuid4().hex[:8]}"
     runner = SandboxedWorkflowRunner() if args.sandbox else UnsandboxedWorkflowRunner()
     workers = [
         Worker(
@@ -82,8 +87,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             activities=[ledger_step, provider_call],
             workflow_runner=runner,
         ),
-        Worker(client, task_queue=llm, activities=[provider_call]),
     ]
+    if not args.same_queue:
+        workers.append(Worker(client, task_queue=llm, activities=[provider_call]))
     tasks = [asyncio.create_task(w.run()) for w in workers]
     try:
         sequential = await _sequential(client, shape, queue, llm, args.warmup, args.turns)
@@ -99,6 +105,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "shape": args.shape,
         "sandbox": args.sandbox,
+        "same_queue": args.same_queue,
         "sequential_latency_ms": distribution(sequential),
         "clients": args.clients,
         "turns": len(ids),
@@ -115,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("shape", choices=list(SHAPES))
     parser.add_argument("--server-pid", type=int, required=True)
     parser.add_argument("--sandbox", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--same-queue", action="store_true", help="provider activity on the workflow's queue")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--turns", type=int, default=100, help="sequential turns after the warm-up")

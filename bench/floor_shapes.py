@@ -12,9 +12,12 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import activity, workflow
+from temporalio.common import SearchAttributeKey
 
 PROVIDER_S = 0.003
 LOCAL = timedelta(seconds=10)
+DECISION = SearchAttributeKey.for_keyword("TurngateDecision")
+POLICY = SearchAttributeKey.for_keyword("TurngatePolicyId")
 
 
 @activity.defn
@@ -30,8 +33,9 @@ async def provider_call(name: str) -> str:
 
 @workflow.defn
 class ThreeLocalOneRegular:
-    """Today's turn: INTENT and DECISION appends (local), the provider call (a regular
-    activity on its own task queue), the EXECUTION append (local): two workflow tasks."""
+    """The turn's shape 1 (a turn with a spend plan): INTENT and DECISION appends (local), the
+    provider call (a regular activity on its own task queue), the EXECUTION append (local): two
+    workflow tasks."""
 
     @workflow.run
     async def run(self, llm_queue: str) -> str:
@@ -62,8 +66,24 @@ class OneLocal:
         return await workflow.execute_local_activity(ledger_step, "only", start_to_close_timeout=LOCAL)
 
 
+@workflow.defn
+class OneLocalOneRegular:
+    """An allowed turn in the default configuration (shape 4): the begin step (local), the
+    turn's search attributes, then one regular activity on its own task queue for DECISION,
+    call and EXECUTION: two workflow tasks, 13 events."""
+
+    @workflow.run
+    async def run(self, llm_queue: str) -> str:
+        await workflow.execute_local_activity(ledger_step, "begin", start_to_close_timeout=LOCAL)
+        workflow.upsert_search_attributes([DECISION.value_set("ALLOW"), POLICY.value_set("floor")])
+        return await workflow.execute_activity(
+            provider_call, "call_and_record", task_queue=llm_queue, start_to_close_timeout=LOCAL
+        )
+
+
 SHAPES: dict[str, type] = {
     "3 local + 1 regular": ThreeLocalOneRegular,
     "1 local + 1 local provider": LocalAndLocalProvider,
     "1 local": OneLocal,
+    "1 local + 1 regular": OneLocalOneRegular,
 }

@@ -108,6 +108,9 @@ async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | N
 # --------------------------------------------------------------------------- commands
 
 
+OBSERVER_LINE = "none: observer mode, every intent DENIED (gateway.observer_mode)"
+
+
 async def cmd_dev(args: argparse.Namespace) -> int:
     from turngate.devserver import DevServer, DevServerError
     from turngate.temporal_client import connect
@@ -126,7 +129,9 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         worker_processes = dev_worker_processes(settings.worker_processes)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     dev_key = _dev_key(settings)
-    if not settings.policy_module:
+    if not settings.policy_module and args.observer:
+        log.warning("OBSERVER MODE: no policy configured, every intent is DENIED (gateway.observer_mode).")
+    elif not settings.policy_module:
         # Passed to the in-process worker and to worker processes through settings, never os.environ.
         settings = settings.model_copy(update={"policy_module": ALLOW_ALL})
         log.warning("=" * 72)
@@ -170,6 +175,8 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                         f"  Temporal UI    {server.ui_url}",
                         f"  data dir       {settings.data_dir}",
                         f"  providers      {', '.join(_provider_names(settings))}",
+                        f"  policy         {settings.policy_module or OBSERVER_LINE}",
+                        f"  keyless reads  {'ON, TURNGATE_KEYLESS_READ' if settings.keyless_read else 'off'}",
                         f"  auth           {settings.auth_mode} (TURNGATE_AUTH)",
                         f"  encryption     {_encryption_line(settings)}",
                         f"  workers        {workers_line(worker_processes)}",
@@ -417,6 +424,12 @@ def add_dev_parser(sub: Subcommands) -> None:
         "--encrypt",
         action="store_true",
         help="encrypt Temporal histories (a key file in the data dir unless keys are configured)",
+    )
+    dev.add_argument(
+        "--observer",
+        action="store_true",
+        help="with no policy configured, observer mode (every intent DENIED, gateway.observer_mode) "
+        "instead of allowing every intent (the all-in-one image's default)",
     )
     dev.add_argument(
         "--worker-processes",

@@ -104,6 +104,7 @@ class Settings(LogSettings):
     context_enforce_scope_bound: str | None = Field(
         None, validation_alias=_alias("TURNGATE_CONTEXT_ENFORCE_SCOPE_BOUND")
     )
+    context_prompt_shape: str | None = Field(None, validation_alias=_alias("TURNGATE_CONTEXT_PROMPT_SHAPE"))
 
     # Prompt packs: a directory with default/, tasks/ and profiles.json; none -> no system prompt
     prompts_dir: Path | None = Field(None, validation_alias=_alias("TURNGATE_PROMPTS_DIR"))
@@ -221,6 +222,14 @@ class Settings(LogSettings):
     # dev: a request without credentials from a loopback address is an unscoped admin (used by
     # `turngate dev` unless TURNGATE_AUTH is set; never the default).
     auth_mode: Literal["keys", "dev"] = Field("keys", validation_alias=_alias("TURNGATE_AUTH"))
+    # Keyless read-only mode (docs/SECURITY.md), off unless asked: GET /snapshot, /tail, /status
+    # and /capabilities answer requests without credentials (observer clients of the published
+    # DBL gateway send none), as TURNGATE_KEYLESS_READ_TENANT's data (unset: every tenant's).
+    # Logged as a warning at start-up and shown in /status.
+    keyless_read: bool = Field(False, validation_alias=_alias("TURNGATE_KEYLESS_READ"))
+    keyless_read_tenant: str | None = Field(
+        None, min_length=1, validation_alias=_alias("TURNGATE_KEYLESS_READ_TENANT")
+    )
     # An API key found active is trusted for this many seconds without a lookup: a revoked key
     # is refused within this bound (0: looked up on every request, revocation immediate).
     auth_key_cache_s: float = Field(5.0, ge=0, le=300, validation_alias=_alias("TURNGATE_AUTH_KEY_CACHE_S"))
@@ -301,6 +310,7 @@ class Settings(LogSettings):
             ENV_EMPTY_REFS_POLICY,
             ENV_ENFORCE_SCOPE_BOUND,
             ENV_MAX_REFS,
+            ENV_PROMPT_SHAPE,
             load_context_config,
         )
 
@@ -310,6 +320,7 @@ class Settings(LogSettings):
             ENV_EMPTY_REFS_FIRST_TURN: self.context_empty_refs_first_turn,
             ENV_ALLOW_EXECUTION_REFS: self.context_allow_execution_refs,
             ENV_ENFORCE_SCOPE_BOUND: self.context_enforce_scope_bound,
+            ENV_PROMPT_SHAPE: self.context_prompt_shape,
         }
         return load_context_config(
             self.context_config_path, {k: v for k, v in overrides.items() if v is not None}

@@ -49,7 +49,9 @@ def test_builds_on_python_311_slim() -> None:
     assert args["PYTHON_IMAGE"] == "python:3.11-slim"
     assert [arg for name, arg in _instructions() if name == "FROM"] == [
         "${PYTHON_IMAGE} AS build",
-        "${PYTHON_IMAGE}",
+        "build AS build-allinone",  # the all-in-one image (tests/deploy/test_allinone.py)
+        "${PYTHON_IMAGE} AS allinone",
+        "${PYTHON_IMAGE}",  # the default target, last
     ]
 
 

@@ -5,6 +5,8 @@ the manifest (never dropped); off by default."""
 from __future__ import annotations
 
 import json
+import socket
+import time
 
 import pytest
 
@@ -129,3 +131,57 @@ async def test_the_default_deny_list_refuses_a_resolver_on_loopback(
         decision = await _handle_turn(tmp_path, temporal_server, "ok", "c-default-deny")
         assert resolver.seen_auth == []  # never contacted
     assert [r["reason_code"] for r in decision["external_context"]] == ["workbench.denied_address"]
+
+
+async def test_a_resolver_that_never_answers_is_recorded_within_the_activity_bounds(
+    tmp_path, temporal_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn schedules the fetch with a schedule-to-close bound, a heartbeat timeout and an
+    attempt timeout; a resolver that accepts and never answers is tried three times and then
+    recorded as `workbench.timeout`, and the turn goes on."""
+    from temporalio.client import Client
+
+    from turngate.workflows import external_refs_options as options
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    monkeypatch.setenv("ALLOW_HANDLE_CONTENT_FETCH", "true")
+    monkeypatch.setenv("WORKBENCH_ADMIT_KINDS", "note")
+    monkeypatch.setenv("WORKBENCH_DENY_NETWORKS", LOOPBACK_ALLOWED_ENV)
+    monkeypatch.setenv("WORKBENCH_FETCH_TIMEOUT_MS", "300")
+    monkeypatch.setenv("WORKBENCH_RESOLVER_URL", f"http://127.0.0.1:{silent.getsockname()[1]}/h")
+    settings = make_settings(tmp_path, temporal_server.address)
+    try:
+        async with running_stack(settings) as stack:
+            started = time.monotonic()
+            resp = await stack.chat("summarise", correlation_id="c-silent", declared_refs=[HANDLES[0]])
+            took = time.monotonic() - started
+    finally:
+        silent.close()
+    body = resp.json()
+    decision = body["decision"]["payload"]
+    assert decision["decision"] == "ALLOW" and body["execution"]
+    assert [r["reason_code"] for r in decision["external_context"]] == ["workbench.timeout"]
+    assert took < 3 * 0.3 + 5  # three fetches of 0.3 s and the waits between them, not 3 x 60 s
+
+    client = await Client.connect(temporal_server.address)
+    history = await client.get_workflow_handle(body["workflow_id"]).fetch_history()
+    [scheduled_event] = [
+        e
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "turngate.resolve_external_refs"
+    ]
+    scheduled = scheduled_event.activity_task_scheduled_event_attributes
+    assert scheduled.start_to_close_timeout.ToTimedelta() == options.ATTEMPT_TIMEOUT
+    assert scheduled.schedule_to_close_timeout.ToTimedelta() == options.SCHEDULE_TO_CLOSE_TIMEOUT
+    assert scheduled.heartbeat_timeout.ToTimedelta() == options.HEARTBEAT_TIMEOUT
+    assert scheduled.retry_policy.maximum_attempts == options.MAX_ATTEMPTS
+    [started_event] = [
+        e.activity_task_started_event_attributes
+        for e in history.events
+        if e.HasField("activity_task_started_event_attributes")
+        and e.activity_task_started_event_attributes.scheduled_event_id == scheduled_event.event_id
+    ]
+    assert started_event.attempt == options.MAX_ATTEMPTS  # the last attempt recorded the refusal

@@ -12,6 +12,7 @@ import pytest
 from tests.stack import running_stack
 from turngate.schemas import (
     CAPABILITIES_SCHEMA_VERSION,
+    GATEWAY_CAPABILITIES_SCHEMA_VERSION,
     STATUS_SCHEMA_VERSION,
     load_schema,
     published_files,
@@ -55,3 +56,30 @@ async def test_live_capabilities_and_status_match_their_schemas(settings) -> Non
         assert not validator.is_valid(broken), path
     assert not capabilities.is_valid(caps | {"schema_version": "turngate.capabilities.2"})
     assert not status.is_valid(now | {"ledger": {"length": "3", "head_digest": None}})
+
+
+async def test_the_published_gateway_shape_matches_its_schema(settings) -> None:
+    """`?format=gateway.v1`: the published DBL gateway's capabilities document, with the live
+    answer's model list; an unknown format is a 422."""
+    gateway = _validator(GATEWAY_CAPABILITIES_SCHEMA_VERSION)
+    async with running_stack(settings, worker=False) as stack:
+        caps = (await stack.http.get("/capabilities", params={"format": "gateway.v1"})).json()
+        own = (await stack.http.get("/capabilities", params={"format": "turngate"})).json()
+        unknown = await stack.http.get("/capabilities", params={"format": "gateway.v2"})
+    gateway.validate(caps)
+    assert caps["schema"] == caps["schema_version"] == "gateway.capabilities.v1"
+    assert caps["interface_version"] == own["interface_version"]
+    echo = next(p for p in caps["providers"] if p["id"] == "echo")
+    assert [m["id"] for m in echo["models"]] == next(
+        p["models"] for p in own["providers"]["providers"] if p["name"] == "echo"
+    )
+    assert "gateway.observer_mode" in caps["failure_codes"] and "REF_NOT_FOUND" in caps["failure_codes"]
+    assert caps["limits"]["max_refs"] == own["limits"]["max_refs"]
+    paths = {e["path"] for e in caps["api"]["endpoints"]}
+    assert paths >= {"/ingress/intent", "/snapshot", "/tail", "/status"}
+    assert unknown.status_code == 422 and unknown.json()["reason_code"] == "request.invalid_parameter"
+
+    # The schema bites: the turngate answer is not this shape, nor one without its providers.
+    assert not gateway.is_valid(own)
+    assert not gateway.is_valid({k: v for k, v in caps.items() if k != "providers"})
+    assert not gateway.is_valid(caps | {"intents": {"supported": ["chat.message"]}})

@@ -50,6 +50,41 @@ async def test_example_1_as_written_puts_the_earlier_answer_into_the_prompt(sett
     prompt = _stored(settings, body["execution"]["payload"]["fault_snapshots"]["prompt_snapshot"])
     messages = [(m["role"], m["content"]) for m in prompt["messages"]]
     assert messages == [("user", "What is 2+2?"), ("assistant", answer), ("user", "Explain more")]
+    assert "prompt_shape" not in spec["assembly_rules"]  # the default shape: chat_history
+    assert verified["ok"] is True, verified
+
+
+async def test_example_1_in_the_system_context_shape(tmp_path, temporal_server) -> None:
+    """`prompt_shape: system_context`: the provider gets `[system_context, user_message]`, the
+    DECISION's context spec says so, and verify recomputes it."""
+    from turngate.core.system_context import CONTEXT_HEADER
+
+    settings = make_settings(tmp_path, temporal_server.address, context_prompt_shape="system_context")
+    async with running_stack(settings) as stack:
+        first = (await stack.chat("What is 2+2?", correlation_id="c-1", thread_id="t")).json()
+        answer = first["execution"]["payload"]["output_text"]
+        body = (
+            await stack.chat(
+                "Explain more",
+                correlation_id="c-2",
+                thread_id="t",
+                parent_turn_id="c-1",
+                declared_refs=[
+                    {"ref_type": "event", "ref_id": "c-1"},
+                    {"ref_type": "event", "ref_id": "c-1"},
+                ],
+                inputs={"debug_snapshot": True},
+            )
+        ).json()
+        verified = (await stack.http.get("/verify", params={"thread_id": "t"})).json()
+    decision = body["decision"]["payload"]
+    assert decision["decision"] == "ALLOW"
+    assert decision["context_spec"]["assembly_rules"]["prompt_shape"] == "system_context"
+    prompt = _stored(settings, body["execution"]["payload"]["fault_snapshots"]["prompt_snapshot"])
+    assert [(m["role"], m["content"]) for m in prompt["messages"]] == [
+        ("system", f"{CONTEXT_HEADER}\n[user] What is 2+2?\n[assistant] {answer}"),
+        ("user", "Explain more"),
+    ]
     assert verified["ok"] is True, verified
 
 

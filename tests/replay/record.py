@@ -60,8 +60,23 @@ SCENARIOS: dict[str, dict[str, object]] = {
     # turns record exchanges_count without a prompt pack (the markers of both patches; recorded
     # on shape 1).
     "turn_refs": {},
+    # The second turn also declares a Workbench handle (fetch off: a recorded refusal), so the
+    # turn schedules resolve_external_refs; recorded with its options of 60 s x 3 attempts, before
+    # its schedule-to-close bound and heartbeat timeout.
+    "external_refs": {},
+    # Shape 5: the second turn's provider call runs out of its wall clock, so its EXECUTION
+    # carries fault snapshots, stored by their own step (turngate.store_fault_snapshots) before
+    # the workflow appends it; regular and local provider step.
+    "snapshot_step": {"llm_wall_clock_s": 1, "echo_delay_ms": 1500},
+    "snapshot_step_local": {
+        "provider_activity": "local",
+        "workflow_sandbox": False,
+        "llm_wall_clock_s": 1,
+        "echo_delay_ms": 1500,
+    },
     # The second turn carries the client's request options (structured output, sampling): the
-    # provider call's input carries them and the EXECUTION records its output check.
+    # provider call's input carries them and the EXECUTION records its output check (recorded
+    # before shape 5).
     "request_options": {},
 }
 #: Inputs of the second turn per scenario (default: none).
@@ -82,6 +97,10 @@ SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
             }
         }
     },
+}
+#: Refs the second turn declares besides its event refs, per scenario.
+SECOND_TURN_EXTRA_REFS: dict[str, list[dict[str, object]]] = {
+    "external_refs": [{"ref_type": "artifact.handle", "ref_id": "h-1", "kind": "note"}],
 }
 #: Intent fields a scenario's turns send.
 CHAT: dict[str, dict[str, object]] = {
@@ -107,7 +126,11 @@ async def record(names: list[str]) -> None:
                     correlation_id="c-2",
                     thread_id="t",
                     parent_turn_id="c-1",
-                    declared_refs=[{"ref_id": "c-1"}, {"ref_type": "execution", "ref_id": "c-1"}],
+                    declared_refs=[
+                        {"ref_id": "c-1"},
+                        {"ref_type": "execution", "ref_id": "c-1"},
+                        *SECOND_TURN_EXTRA_REFS.get(name, []),
+                    ],
                     inputs=SECOND_TURN_INPUTS.get(name, {}),
                     **extra,
                 )

@@ -28,6 +28,11 @@ PAIRS: list[tuple[Callable[..., Any], Callable[..., Any], str]] = [
     (turn_activities.begin_turn, LedgerActivities.begin_turn, "turngate.begin_turn"),
     (turn_activities.append_event, LedgerActivities.append_event, "turngate.append_event"),
     (
+        turn_activities.store_fault_snapshots,
+        LedgerActivities.store_fault_snapshots,
+        "turngate.store_fault_snapshots",
+    ),
+    (
         turn_activities.resolve_external_refs,
         ExternalRefActivities.resolve_external_refs,
         "turngate.resolve_external_refs",

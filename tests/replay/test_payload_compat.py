@@ -34,6 +34,7 @@ from turngate.workflows.shared import (
     ExternalRefsInput,
     ProviderCallInput,
     ProviderCallResult,
+    StoredSnapshots,
 )
 from turngate.workflows.turn import TurnWorkflow
 from turngate.workflows.turn_activities import (
@@ -42,6 +43,7 @@ from turngate.workflows.turn_activities import (
     CALL_AND_RECORD,
     CALL_PROVIDER,
     RESOLVE_EXTERNAL_REFS,
+    STORE_FAULT_SNAPSHOTS,
 )
 
 INPUTS: dict[str, type[BaseModel]] = {
@@ -55,6 +57,7 @@ RESULTS: dict[str, type[BaseModel]] = {
     CALL_PROVIDER: ProviderCallResult,
     RESOLVE_EXTERNAL_REFS: ExternalContext,
     CALL_AND_RECORD: CallAndRecordResult,
+    STORE_FAULT_SNAPSHOTS: StoredSnapshots,
 }
 
 

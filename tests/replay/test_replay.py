@@ -37,6 +37,9 @@ COMPATIBLE = [
     "counted_step",
     "counted_step_local",
     "turn_refs",
+    "external_refs",
+    "snapshot_step",
+    "snapshot_step_local",
     "request_options",
 ]
 

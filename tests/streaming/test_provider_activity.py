@@ -11,6 +11,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from tests.streaming.conftest import collect, texts
+from turngate.activities import heartbeat
 from turngate.activities.provider import ProviderActivities
 from turngate.providers.base import ProviderError, ProviderRequest, StreamChunk, Usage
 from turngate.streaming.memory_bus import MemoryTokenBus
@@ -25,15 +26,18 @@ class FakeProvider:
     name = "fake"
     models: tuple[str, ...] = ("fake-1",)
 
-    def __init__(self, *, fail: ProviderError | Exception | None = None, fail_after: int = 0) -> None:
+    def __init__(
+        self, *, fail: ProviderError | Exception | None = None, fail_after: int = 0, word_s: float = 0.001
+    ) -> None:
         self.fail = fail
         self.fail_after = fail_after
+        self.word_s = word_s
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
         for i, word in enumerate(WORDS):
             if self.fail is not None and i == self.fail_after:
                 raise self.fail
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(self.word_s)
             yield StreamChunk(text=word)
         yield StreamChunk(usage=Usage(input_tokens=3, output_tokens=len(WORDS)))
 
@@ -71,7 +75,32 @@ async def test_publishes_each_delta_and_returns_the_full_text() -> None:
     assert texts(events) == WORDS
     assert [e.seq for e in events if e.kind == "token"] == [0, 1, 2, 3]
     assert events[-1].kind == "finish" and events[-1].attempt == 1
-    assert beats, "the activity heartbeats while streaming"
+    assert not beats, "a call that answers before the first heartbeat is due sends none"
+
+
+async def test_a_call_longer_than_the_first_heartbeat_delay_heartbeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heartbeat, "FIRST_HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_EVERY_S", 0.05)
+    activities = ProviderActivities({"fake": FakeProvider(word_s=0.06)}, MemoryTokenBus())
+    beats: list[float] = []
+    environment = env()
+    started = asyncio.get_running_loop().time()
+    environment.on_heartbeat = lambda *details: beats.append(asyncio.get_running_loop().time() - started)
+    result = await environment.run(activities.call_provider, call())
+    assert result.output_text == "".join(WORDS)
+    assert len(beats) >= 2, "it heartbeats from the first delay on, while streaming"
+    assert beats[0] >= 0.05, "not before the first heartbeat is due"
+
+
+async def test_a_local_call_never_heartbeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heartbeat, "FIRST_HEARTBEAT_S", 0.01)
+    activities = ProviderActivities({"fake": FakeProvider(word_s=0.03)}, MemoryTokenBus())
+    beats: list[object] = []
+    environment = env()
+    environment.info = dataclasses.replace(environment.info, is_local=True)
+    environment.on_heartbeat = lambda *details: beats.append(details)
+    await environment.run(activities.call_provider, call())
+    assert not beats
 
 
 async def test_a_retried_attempt_resets_subscribers() -> None:

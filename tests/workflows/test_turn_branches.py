@@ -37,11 +37,19 @@ from turngate.workflows.shared import (
     CallAndRecordResult,
     ProviderCallInput,
     ProviderCallResult,
+    StoredSnapshots,
+    StoreSnapshotsInput,
     TurnInput,
     TurnResult,
 )
 from turngate.workflows.turn import TurnWorkflow
-from turngate.workflows.turn_activities import APPEND_EVENT, BEGIN_TURN, CALL_AND_RECORD, CALL_PROVIDER
+from turngate.workflows.turn_activities import (
+    APPEND_EVENT,
+    BEGIN_TURN,
+    CALL_AND_RECORD,
+    CALL_PROVIDER,
+    STORE_FAULT_SNAPSHOTS,
+)
 
 CATALOG = ProviderCatalog(
     providers=(ProviderEntry(name="echo", models=("echo-1",), configured=True, offline=True),),
@@ -103,6 +111,9 @@ class FakeTurnActivities:
     history_events: int = 0  # of the last turn run
     history_types: list[int] = field(default_factory=list)
     lose_step_after: str | None = None  # call_and_record fails after appending this kind
+    snapshot_store_down: bool = False  # store_fault_snapshots fails every attempt
+    snapshot_attempts: int = 0
+    appended_inputs: list[AppendInput] = field(default_factory=list)
 
     def _append(self, draft: EventDraft) -> Event:
         for event in self.events:
@@ -129,8 +140,20 @@ class FakeTurnActivities:
         }
         return BeginTurnResult(intent=intent, candidates=[], boundary=self.boundary, recorded=later)
 
+    @activity.defn(name=STORE_FAULT_SNAPSHOTS)
+    async def store_fault_snapshots(self, inp: StoreSnapshotsInput) -> StoredSnapshots:
+        self.snapshot_attempts += 1
+        if self.snapshot_store_down:
+            raise ApplicationError(
+                "fault snapshots could not be stored: HTTP 503",
+                {"missing_pointers": sorted(inp.snapshots)},
+                type="artifact.unavailable",
+            )
+        return StoredSnapshots(pointers={name: {"artifact_id": f"sha256:{name}"} for name in inp.snapshots})
+
     @activity.defn(name=APPEND_EVENT)
     async def append_event(self, inp: AppendInput) -> Event:
+        self.appended_inputs.append(inp)
         if str(inp.draft.kind) in self.fail_appends_of and (inp.manifest is not None or inp.snapshots):
             raise ApplicationError(
                 "the artifact store failed: disk full",
@@ -150,7 +173,19 @@ class FakeTurnActivities:
         self.steps += 1
         decision = self._append(inp.decision.draft)
         self._lose_after("DECISION")
-        answer = await self.call_provider(inp.call)
+        try:
+            answer = await self.call_provider(inp.call)
+        except ApplicationError as exc:
+            if not inp.defer_fault_snapshots:
+                raise
+            # A failed call (shape 5): the EXECUTION goes back unrecorded for the snapshot step.
+            payload = answered(inp.execution.model, None, _echo(inp.call, 1)).failed(
+                {"code": exc.type, "detail": exc.message}
+            )
+            failed = executed(inp.execution, inp.call, None, payload)
+            draft = EventDraft.following(inp.decision.draft, EventKind.EXECUTION, failed.payload.as_payload())
+            deferred = AppendInput(draft=draft, manifest=inp.manifest, snapshots=failed.snapshots)
+            return CallAndRecordResult(decision=decision, deferred=deferred)
         made = executed(inp.execution, inp.call, answer, answered(inp.execution.model, None, answer))
         execution = self._append(
             EventDraft.following(inp.decision.draft, EventKind.EXECUTION, made.payload.as_payload())
@@ -173,7 +208,13 @@ async def _run(
         env.client,
         task_queue=task_queue,
         workflows=[TurnWorkflow],
-        activities=[fakes.begin_turn, fakes.append_event, fakes.call_provider, fakes.call_and_record],
+        activities=[
+            fakes.begin_turn,
+            fakes.append_event,
+            fakes.store_fault_snapshots,
+            fakes.call_provider,
+            fakes.call_and_record,
+        ],
     ):
         workflow_id = f"turn-{uuid.uuid4()}"
         result = await env.client.execute_workflow(
@@ -321,3 +362,46 @@ async def test_shape_three_is_findable_as_an_allow_while_its_step_runs(env, shap
     upsert = types.index(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
     assert types.count(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES) == 1
     assert (upsert < types.index(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)) is before_the_step
+
+
+RAISING_POLICY = "tests.workflows.raising_policy"
+
+
+@pytest.mark.parametrize("shape", [4, 5])
+async def test_a_policy_that_raises_is_a_fault_with_a_prompt_snapshot(env, shape) -> None:
+    fakes, queue, cid = _setup(RAISING_POLICY, shape=shape)
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.reason_codes) == ("DENY", ["policy.evaluation_error"])
+    decision_append = fakes.appended_inputs[-1]
+    if shape == 4:  # stored inside the append step
+        assert set(decision_append.snapshots) == {"prompt_snapshot"} and fakes.snapshot_attempts == 0
+    else:  # stored by the snapshot step first; the append step only points at them
+        assert fakes.snapshot_attempts == 1 and decision_append.snapshots == {}
+        assert set(decision_append.stored_snapshots) == {"prompt_snapshot"}
+
+
+async def test_a_snapshot_store_that_stays_down_ends_the_turn_with_a_system_error(env) -> None:
+    fakes, queue, cid = _setup(RAISING_POLICY, shape=5, snapshot_store_down=True)
+    fakes.boundary = fakes.boundary.model_copy(update={"artifact_deadline_s": 2.0})
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.reason_codes) == ("DENY", ["SYSTEM_ERROR"])
+    error = fakes.recorded(cid, "DECISION").payload["error"]
+    assert error["missing_pointers"] == ["prompt_snapshot"] and "503" in error["detail"]
+    # Its own retries, within the boundary's artifact deadline (2 s here): more than one attempt.
+    assert fakes.snapshot_attempts > 1
+    assert fakes.appended_inputs[-1].snapshots == {} and fakes.appended_inputs[-1].manifest is None
+
+
+async def test_a_failed_call_hands_its_execution_to_the_snapshot_step(env) -> None:
+    def refused(inp: ProviderCallInput, attempt: int) -> ProviderCallResult:
+        raise ApplicationError("echo: HTTP 400", type="provider.bad_request", non_retryable=True)
+
+    fakes, queue, cid = _setup(shape=5, answer=refused)
+    result = await _run(env, fakes, envelope("hello", correlation_id=cid), queue)
+    assert (result.decision, result.error_code) == ("ALLOW", "provider.bad_request")
+    assert fakes.kinds(cid) == ["INTENT", "DECISION", "EXECUTION"] and fakes.snapshot_attempts == 1
+    execution_append = fakes.appended_inputs[-1]
+    assert set(execution_append.stored_snapshots) == {"prompt_snapshot", "provider_output_snapshot"}
+    types = fakes.history_types
+    # one more marker than shape 4 (the snapshot step), on the workflow task after the call
+    assert types.count(EventType.EVENT_TYPE_MARKER_RECORDED) == 3

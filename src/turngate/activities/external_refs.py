@@ -7,13 +7,21 @@ file (cached locally, checked against its sha256). Each ``artifact.handle`` goes
 guarded Workbench fetcher; fetched text is stored as an artifact and named by its digest, and a
 refusal is recorded with its reason code, never dropped in silence. Transient fetch failures are
 retried by Temporal; the last attempt records them as refusals.
+
+Bounded from the inside too (turngate.workflows.external_refs_options): an attempt's work ends
+a margin before its start-to-close timeout (``external_refs.attempt_timeout``, retried), each
+fetch is cut to what is left of it, the query embedder's requests time out within
+``QUERY_EMBED_TIMEOUT``, and a heartbeat goes out several times per heartbeat timeout while the
+attempt runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +37,7 @@ from turngate.jobs.cases.embedders import Embedder, build_embedder
 from turngate.jobs.cases.registry import CaseRegistry
 from turngate.jobs.domain.embedder_spec import EmbedderSpec
 from turngate.security.workbench import FetchOutcome, WorkbenchConfig, fetch_handle
+from turngate.workflows import external_refs_options
 from turngate.workflows.shared import ExternalRefsInput
 from turngate.workflows.turn_activities import RESOLVE_EXTERNAL_REFS
 
@@ -36,8 +45,17 @@ log = logging.getLogger(__name__)
 
 #: Refusals worth another attempt (the resolver may be back); others are final at once.
 TRANSIENT_FETCH_CODES = frozenset({"workbench.timeout", "workbench.connection"})
-#: Attempts the workflow's retry policy allows for this activity (kept in step with it).
-MAX_ATTEMPTS = 3
+#: Attempts the workflow's retry policy allows for this activity.
+MAX_ATTEMPTS = external_refs_options.MAX_ATTEMPTS
+#: An attempt's own work ends this share of its start-to-close timeout early (at most 1 s), so
+#: it fails with a reason of its own before Temporal times it out.
+ATTEMPT_MARGIN_SHARE = 0.1
+MAX_ATTEMPT_MARGIN_S = 1.0
+#: A fetch cut to the attempt ends this much before the attempt's work must, so that its own
+#: ``workbench.timeout`` is what the attempt sees.
+FETCH_MARGIN_S = 0.2
+#: Heartbeats per heartbeat timeout.
+HEARTBEATS_PER_TIMEOUT = 4
 #: Total external text per turn: the workflow payload stays far below Temporal's 2 MB limit.
 MAX_EXTERNAL_BYTES = 512 * 1024
 _RETRIEVAL_EXCLUSION = {"below_threshold": "score_below_threshold", "over_top_k": "over_top_k"}
@@ -60,14 +78,32 @@ class ExternalRefActivities:
         self._workbench = workbench
         self._embedder_factory = embedder_factory
         self._embedders: dict[str, Embedder] = {}
-        self._resolve = resolve
+        self._dns = resolve
 
     def close(self) -> None:
         self._indexes.close()
 
     @activity.defn(name=RESOLVE_EXTERNAL_REFS)
     async def resolve_external_refs(self, inp: ExternalRefsInput) -> ExternalContext:
-        last_attempt = activity.info().attempt >= MAX_ATTEMPTS
+        info = activity.info()
+        budget_s = _attempt_budget_s(info.start_to_close_timeout)
+        deadline = asyncio.get_running_loop().time() + budget_s
+        bound = asyncio.timeout_at(deadline)
+        async with _heartbeating(info.heartbeat_timeout):
+            try:
+                async with bound:
+                    return await self._resolve(inp, deadline, last_attempt=info.attempt >= MAX_ATTEMPTS)
+            except TimeoutError:
+                if not bound.expired():
+                    raise
+                raise ApplicationError(
+                    f"the external refs were not resolved within the attempt's {budget_s:.1f} s",
+                    type="external_refs.attempt_timeout",
+                ) from None
+
+    async def _resolve(
+        self, inp: ExternalRefsInput, deadline: float, *, last_attempt: bool
+    ) -> ExternalContext:
         collected = _Collected()
         for position, raw in enumerate(inp.refs):
             ref: ExternalRef = (
@@ -80,7 +116,7 @@ class ExternalRefActivities:
                 if error is not None:
                     return ExternalContext(records=tuple(collected.records), error=error)
             else:
-                await self._handle(position, ref, collected, last_attempt=last_attempt)
+                await self._handle(position, ref, collected, deadline=deadline, last_attempt=last_attempt)
         return collected.result()
 
     async def _case_query(
@@ -141,9 +177,11 @@ class ExternalRefActivities:
             )
         return None
 
-    async def _handle(self, position: int, ref: HandleRef, out: _Collected, *, last_attempt: bool) -> None:
+    async def _handle(
+        self, position: int, ref: HandleRef, out: _Collected, *, deadline: float, last_attempt: bool
+    ) -> None:
         outcome: FetchOutcome = await fetch_handle(
-            self._workbench, ref.ref_id, ref.kind, resolve=self._resolve
+            self._fetch_config(deadline), ref.ref_id, ref.kind, resolve=self._dns
         )
         source = f"artifact.handle[{position}]:{ref.ref_id}"
         record: dict[str, Any] = {
@@ -193,11 +231,55 @@ class ExternalRefActivities:
             )
         )
 
+    def _fetch_config(self, deadline: float) -> WorkbenchConfig:
+        """The Workbench config with its timeout cut to end before the attempt does (a fetch that
+        runs out records ``workbench.timeout`` on the last attempt instead of failing it)."""
+        left_ms = int((deadline - asyncio.get_running_loop().time() - FETCH_MARGIN_S) * 1000)
+        if left_ms >= self._workbench.timeout_ms:
+            return self._workbench
+        return self._workbench.model_copy(update={"timeout_ms": max(1, left_ms)})
+
     def _embedder(self, spec: EmbedderSpec) -> Embedder:
+        # The index's embedder spec carries the job's timeout (60 s by default): a query embedding
+        # inside a turn gets a shorter one, below the attempt's.
+        limit = external_refs_options.QUERY_EMBED_TIMEOUT.total_seconds()
+        if spec.timeout_s > limit:
+            spec = spec.model_copy(update={"timeout_s": limit})
         key = spec.model_dump_json()
         if key not in self._embedders:
             self._embedders[key] = self._embedder_factory(spec)
         return self._embedders[key]
+
+
+def _margin_s(timeout_s: float) -> float:
+    return min(MAX_ATTEMPT_MARGIN_S, timeout_s * ATTEMPT_MARGIN_SHARE)
+
+
+def _attempt_budget_s(start_to_close: timedelta | None) -> float:
+    """Seconds this attempt's work may take: its start-to-close timeout less a margin."""
+    timeout_s = (start_to_close or external_refs_options.ATTEMPT_TIMEOUT).total_seconds()
+    return timeout_s - _margin_s(timeout_s)
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(timeout: timedelta | None) -> AsyncIterator[None]:
+    """Heartbeat several times per ``timeout`` while the body runs (nothing when none is set)."""
+    if not timeout:
+        yield
+        return
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(timeout.total_seconds() / HEARTBEATS_PER_TIMEOUT)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 class _Collected:

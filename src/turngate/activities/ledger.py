@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from turngate.activities.snapshots import snapshot_bytes
 from turngate.artifacts import ArtifactError, ArtifactStore
-from turngate.artifacts.deadline import StorageDeadline
+from turngate.artifacts.deadline import StorageDeadline, within
 from turngate.core.canonical import canonical_bytes
 from turngate.core.events import Event, EventDraft, EventKind
 from turngate.core.model_resolution import ProviderCatalog
@@ -29,9 +29,17 @@ from turngate.ledger import LedgerConflictError, LedgerStore
 from turngate.ledger.budgets import spend_snapshot
 from turngate.prompts.pins import PromptPins
 from turngate.telemetry import TurngateMetrics, observe_ledger_event
-from turngate.workflows.shared import AppendedEvent, AppendInput, BeginTurnInput, BeginTurnResult, Boundary
+from turngate.workflows.shared import (
+    AppendedEvent,
+    AppendInput,
+    BeginTurnInput,
+    BeginTurnResult,
+    Boundary,
+    StoredSnapshots,
+    StoreSnapshotsInput,
+)
 from turngate.workflows.spend import resolve_route
-from turngate.workflows.turn_activities import APPEND_EVENT, BEGIN_TURN
+from turngate.workflows.turn_activities import APPEND_EVENT, BEGIN_TURN, STORE_FAULT_SNAPSHOTS
 
 log = logging.getLogger(__name__)
 #: A different event under the same (correlation_id, kind): never retried.
@@ -123,6 +131,32 @@ class LedgerActivities:
                 recorded.index,
             )
             return AppendedEvent(**recorded.model_dump(), adopted=True)
+
+    @activity.defn(name=STORE_FAULT_SNAPSHOTS)
+    def store_fault_snapshots(self, inp: StoreSnapshotsInput) -> StoredSnapshots:
+        """Store a step's fault snapshots (one try each, waited for at most the attempt's
+        timeout). A failure is raised for Temporal to retry under the workflow's snapshot retry
+        policy; a permanent one (the store refuses the write) is not retried. Content-addressed,
+        so a retry re-stores what an earlier attempt stored without a duplicate."""
+        store = self._artifacts
+        timeout = activity.info().start_to_close_timeout
+        left = timeout.total_seconds() if timeout else self._boundary.artifact_deadline_s
+        pointers: dict[str, dict[str, Any]] = {}
+        try:
+            for name, text in sorted(inp.snapshots.items()):
+                data = within(functools.partial(snapshot_bytes, name, text, store.get), left)
+                pointer = within(functools.partial(store.put, data, kind=name, retention="snapshot"), left)
+                pointers[name] = pointer.recorded()
+        except (ArtifactError, TimeoutError) as exc:
+            retryable = isinstance(exc, TimeoutError) or getattr(exc, "retryable", False)
+            why = str(exc) or "the store did not answer"
+            raise ApplicationError(
+                f"fault snapshots of {inp.correlation_id} could not be stored: {why}",
+                {"missing_pointers": sorted(inp.snapshots)},
+                type="artifact.unavailable",
+                non_retryable=not retryable,
+            ) from exc
+        return StoredSnapshots(pointers=pointers)
 
     def _deadline(self) -> StorageDeadline:
         return StorageDeadline(self._boundary.artifact_deadline_s)

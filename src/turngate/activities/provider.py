@@ -33,6 +33,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from turngate.activities.heartbeat import heartbeating
 from turngate.artifacts import ArtifactError, ArtifactStore, aget
 from turngate.artifacts.store import normalize_digest
 from turngate.core.canonical import digest_bytes
@@ -52,7 +53,6 @@ from turngate.workflows.shared import ProviderCallInput, ProviderCallResult
 from turngate.workflows.turn_activities import CALL_PROVIDER
 
 log = logging.getLogger(__name__)
-HEARTBEAT_EVERY_S = 2.0
 #: How much of an offloaded answer stays inline (characters).
 OUTPUT_PREVIEW_CHARS = TEXT_PREVIEW_CHARS
 OUTPUT_ARTIFACT_KIND = "output"
@@ -173,13 +173,8 @@ class ProviderActivities:
         """Wait for a free LLM slot, heartbeating meanwhile (a queued call is alive, and a
         cancellation reaches it)."""
         assert self._slots is not None
-        beat = asyncio.create_task(_heartbeat_forever() if not activity.info().is_local else _idle())
-        try:
+        async with heartbeating():
             await self._slots.acquire()
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
 
     async def _call_provider(self, inp: ProviderCallInput, traced: ProviderCall) -> ProviderCallResult:
         provider = self._providers.get(inp.provider)
@@ -193,53 +188,48 @@ class ProviderActivities:
         request = provider_request(inp, full, await self._whole_history(inp))
         started = time.monotonic()
         stream = _Stream(self._bus, inp.correlation_id, activity.info().attempt)
-        # A local activity cannot heartbeat (its workflow task keeps the worker's claim).
-        beat = asyncio.create_task(_heartbeat_forever() if not activity.info().is_local else _idle())
-        parts: list[str] = []
-        calls: list[ToolCallChunk] = []
-        usage: dict[str, int | None] = {}
-        try:
-            await stream.start()
-            seq = 0
-            async for chunk in provider.stream(request):
-                if chunk.text:
-                    parts.append(chunk.text)
-                    await stream.publish(seq, chunk.text)
-                    seq += 1
-                if chunk.tool_calls:
-                    calls.extend(chunk.tool_calls)
-                if chunk.usage is not None:
-                    usage = chunk.usage.model_dump()
-                if chunk.response_id:
-                    traced.record_response_id(chunk.response_id)
-            text = "".join(parts)
-            verdict = _verdict(text, inp.output_safety)
-            redacted = None if verdict is None or verdict.ok else await self._store_redacted(text)
-            offloaded = None if redacted is not None else await self._offload(text)
-        except ProviderError as exc:
-            await stream.finish(error=exc.type)
-            raise _application_error(exc) from exc
-        except ArtifactError as exc:
-            await stream.finish(error=exc.code)
-            raise ApplicationError(
-                f"the answer could not be stored as an artifact: {exc}",
-                {"code": exc.code},
-                type=exc.code,
-                non_retryable=not exc.retryable,
-            ) from exc
-        except asyncio.CancelledError:
-            # Cancelled (timeout, worker shutdown): tell subscribers, without delaying the cancel much.
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(stream.finish(error="activity.cancelled")), 1.0)
-            raise
-        except Exception as exc:
-            # Temporal reports an unexpected exception under its class name: so does the stream.
-            await stream.finish(error=type(exc).__name__)
-            raise
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+        async with heartbeating():
+            parts: list[str] = []
+            calls: list[ToolCallChunk] = []
+            usage: dict[str, int | None] = {}
+            try:
+                await stream.start()
+                seq = 0
+                async for chunk in provider.stream(request):
+                    if chunk.text:
+                        parts.append(chunk.text)
+                        await stream.publish(seq, chunk.text)
+                        seq += 1
+                    if chunk.tool_calls:
+                        calls.extend(chunk.tool_calls)
+                    if chunk.usage is not None:
+                        usage = chunk.usage.model_dump()
+                    if chunk.response_id:
+                        traced.record_response_id(chunk.response_id)
+                text = "".join(parts)
+                verdict = _verdict(text, inp.output_safety)
+                redacted = None if verdict is None or verdict.ok else await self._store_redacted(text)
+                offloaded = None if redacted is not None else await self._offload(text)
+            except ProviderError as exc:
+                await stream.finish(error=exc.type)
+                raise _application_error(exc) from exc
+            except ArtifactError as exc:
+                await stream.finish(error=exc.code)
+                raise ApplicationError(
+                    f"the answer could not be stored as an artifact: {exc}",
+                    {"code": exc.code},
+                    type=exc.code,
+                    non_retryable=not exc.retryable,
+                ) from exc
+            except asyncio.CancelledError:
+                # Cancelled (timeout, worker shutdown): tell subscribers, without delaying the cancel much.
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(asyncio.shield(stream.finish(error="activity.cancelled")), 1.0)
+                raise
+            except Exception as exc:
+                # Temporal reports an unexpected exception under its class name: so does the stream.
+                await stream.finish(error=type(exc).__name__)
+                raise
         await stream.finish()
         if redacted is not None:
             text = ""  # nothing of a redacted answer leaves the activity but the snapshot pointer
@@ -330,17 +320,6 @@ def tool_call_record(call: ToolCallChunk) -> dict[str, Any]:
     if arguments is None:
         return {"id": call.id, "name": call.name, "arguments": {}, "arguments_raw": call.arguments}
     return {"id": call.id, "name": call.name, "arguments": arguments}
-
-
-async def _heartbeat_forever() -> None:
-    # Cancellation and worker loss are noticed only through heartbeats, also before the first token.
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(HEARTBEAT_EVERY_S)
-
-
-async def _idle() -> None:
-    await asyncio.Event().wait()
 
 
 def _application_error(exc: ProviderError) -> ApplicationError:

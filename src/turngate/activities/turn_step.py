@@ -20,7 +20,6 @@ noticed as with the plain provider call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
+from turngate.activities.heartbeat import heartbeating
 from turngate.activities.ledger import LedgerActivities
 from turngate.activities.provider import ProviderActivities
 from turngate.core.events import Event, EventDraft, EventKind
@@ -44,7 +44,6 @@ from turngate.workflows.execution_record import answered, call_failed, executed
 from turngate.workflows.shared import AppendedEvent, AppendInput, CallAndRecordInput, CallAndRecordResult
 from turngate.workflows.turn_activities import APPEND_EVENT, CALL_AND_RECORD
 
-HEARTBEAT_EVERY_S = 2.0
 T = TypeVar("T")
 
 
@@ -68,13 +67,8 @@ class TurnStepActivities:
 
     @activity.defn(name=CALL_AND_RECORD)
     async def call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
-        beat = asyncio.create_task(_heartbeat_forever() if not activity.info().is_local else _idle())
-        try:
+        async with heartbeating():
             return await self._call_and_record(inp)
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
 
     async def _call_and_record(self, inp: CallAndRecordInput) -> CallAndRecordResult:
         recorded = await self._blocking(self._recorded, inp.decision.draft.correlation_id)
@@ -113,6 +107,14 @@ class TurnStepActivities:
         payload, answer = await self._call(inp)
         made = executed(inp.execution, inp.call, answer, payload)
         draft = EventDraft.following(inp.decision.draft, EventKind.EXECUTION, made.payload.as_payload())
+        if inp.defer_fault_snapshots and made.snapshots and answer is None:
+            # The call failed: nothing was answered that a retry could repeat, so the EXECUTION
+            # and its snapshots go to the workflow's snapshot step (shape 5). An answered call
+            # with snapshots is recorded here: a retry of this step must find its EXECUTION.
+            deferred = AppendInput(
+                draft=draft, manifest=inp.manifest, snapshots=made.snapshots, stored_snapshots=made.stored
+            )
+            return CallAndRecordResult(decision=decision, deferred=deferred)
         try:
             execution = await self._append(
                 AppendInput(
@@ -186,13 +188,3 @@ def _system_error(exc: ApplicationError) -> dict[str, Any]:
 
 def _failed(draft: EventDraft, payload: ExecutionPayload, exc: ApplicationError) -> EventDraft:
     return draft.model_copy(update={"payload": payload.failed(_system_error(exc)).as_payload()})
-
-
-async def _heartbeat_forever() -> None:
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(HEARTBEAT_EVERY_S)
-
-
-async def _idle() -> None:
-    await asyncio.Event().wait()

@@ -69,8 +69,21 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
         limits = open_limits(settings)
         app.state.limits = limits
         app.state.auth = Authenticator(
-            KeyStore(store.engine), settings.auth_mode, limits.rate, key_cache_s=settings.auth_key_cache_s
+            KeyStore(store.engine),
+            settings.auth_mode,
+            limits.rate,
+            key_cache_s=settings.auth_key_cache_s,
+            keyless_read=settings.keyless_read,
+            keyless_read_tenant=settings.keyless_read_tenant,
         )
+        if settings.keyless_read:
+            log.warning(
+                "KEYLESS READ-ONLY MODE IS ON (TURNGATE_KEYLESS_READ): anyone who reaches this API "
+                "reads /snapshot, /tail, /status and /capabilities without a key, as %s",
+                f"tenant {settings.keyless_read_tenant!r}"
+                if settings.keyless_read_tenant
+                else "every tenant (the whole ledger)",
+            )
         app.state.stream_slots = limits.streams
         artifacts = open_artifact_store(settings.effective_artifacts)
         app.state.turngate = ApiState(settings, temporal, store, watcher, boundary, artifacts)

@@ -7,13 +7,14 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
 from turngate import __version__
+from turngate.api.capabilities_gateway import gateway_v1_capabilities
 from turngate.api.error_responses import error_response
 from turngate.api.ledger_outage import RETRY_AFTER_S, LedgerOutage
 from turngate.api.openapi import Capabilities, Health, SnapshotPage, Status, VerifyReport, sse
@@ -27,7 +28,7 @@ from turngate.ledger import LedgerUnavailableError
 from turngate.schemas import CAPABILITIES_SCHEMA_VERSION, STATUS_SCHEMA_VERSION
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLE_ADMIN, ROLES, Principal
-from turngate.security.routes import PUBLIC, ROUTE_ROLES
+from turngate.security.routes import KEYLESS_READ_ROUTES, PUBLIC, ROUTE_ROLES
 from turngate.security.streams import stream_slots, too_many_streams
 from turngate.spend.status import budget_status
 from turngate.telemetry import default_metrics
@@ -145,9 +146,17 @@ def _limits_scope(request: Request) -> str:
 
 
 @router.get("/capabilities", response_model=None, responses={200: {"model": Capabilities}})
-def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
-    """What this gateway offers: providers, models, intent types, limits and config digests."""
+def capabilities(
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    format: Annotated[Literal["turngate", "gateway.v1"], Query()] = "turngate",
+) -> dict[str, Any]:
+    """What this gateway offers: providers, models, intent types, limits and config digests
+    (`turngate.capabilities.1`); `format=gateway.v1`: the same in the published DBL gateway's
+    `gateway.capabilities.v1` shape."""
     boundary, settings = state.boundary, state.settings
+    if format == "gateway.v1":
+        return gateway_v1_capabilities(boundary, settings)
     return {
         "schema_version": CAPABILITIES_SCHEMA_VERSION,
         "gateway": "turngate",
@@ -196,6 +205,8 @@ def capabilities(request: Request, state: Annotated[ApiState, Depends(api_state)
             "scheme": "bearer",
             "roles": sorted(ROLES),
             "public": sorted(p for p, role in ROUTE_ROLES.items() if role == PUBLIC),
+            # Opt-in keyless read-only mode: these GET routes need no key while it is on.
+            "keyless_read": sorted(KEYLESS_READ_ROUTES) if settings.keyless_read else [],
         },
         "config_digests": {"context_config_digest": boundary.context_config_digest},
         "surfaces": [
@@ -276,6 +287,7 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
         "version": __version__,
         "temporal": {"reachable": temporal_ok} | _infrastructure(request, state, principal),
         "ledger": {"length": length, "head_digest": head},
+        "auth": _auth_status(state),
         # Budgets in effect with their spend: all tenants for an operator, else the caller's own.
         "budgets": (await asyncio.to_thread(budget_status, state.store, tenant))["budgets"],
         "job_runtime": {
@@ -302,6 +314,18 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
             },
         },
     }
+
+
+def _auth_status(state: ApiState) -> dict[str, Any]:
+    """How callers get in; the keyless read-only mode is said out loud while it is on."""
+    settings = state.settings
+    answer: dict[str, Any] = {"mode": settings.auth_mode, "keyless_read": settings.keyless_read}
+    if settings.keyless_read:
+        answer["warning"] = (
+            "keyless read-only mode is on: /snapshot, /tail, /status and /capabilities answer "
+            "requests without a key"
+        )
+    return answer
 
 
 def _infrastructure(request: Request, state: ApiState, principal: Principal) -> dict[str, Any]:

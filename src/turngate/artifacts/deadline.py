@@ -53,7 +53,7 @@ class StorageDeadline:
                 raise self._passed(what, last)
             self.attempts += 1
             try:
-                return _within(fn, left)
+                return within(fn, left)
             except TimeoutError:
                 raise self._passed(what, "the store did not answer") from None
             except ArtifactUnavailableError as exc:
@@ -76,7 +76,7 @@ class StorageDeadline:
         )
 
 
-def _within(fn: Callable[[], T], timeout_s: float) -> T:
+def within(fn: Callable[[], T], timeout_s: float) -> T:
     """``fn()`` in a daemon thread, waited for at most ``timeout_s`` (``TimeoutError`` past it).
     A blocked socket read cannot be interrupted from outside; its thread is left to end on the
     client's own timeout, and its result is dropped."""

@@ -42,6 +42,7 @@ from turngate.core.manifest import ExclusionEntry, InclusionEntry, ItemType
 from turngate.core.messages import ChatMessage, ToolCallChunk
 from turngate.core.policy import intent_message
 from turngate.core.refs import Resolution
+from turngate.core.system_context import CHAT_HISTORY, SYSTEM_CONTEXT, PromptShape, system_context_messages
 
 COMPILER_VERSION = "turngate.assembly.1"
 DEFAULT_BUDGET_TOKENS = 100_000
@@ -192,6 +193,7 @@ def assemble(
     tool_definitions: Sequence[Mapping[str, Any]] = (),
     tool_results: Sequence[ClientToolResult] = (),
     tool_messages: bool = False,
+    shape: PromptShape = CHAT_HISTORY,
 ) -> Assembly:
     """Assemble the messages for one turn. Deterministic for equal inputs.
 
@@ -205,7 +207,9 @@ def assemble(
     and like it they are never trimmed. ``tool_results`` (with ``tool_messages``): the turn's
     input is the results of the referenced tool calls, sent as tool messages in place of
     ``user_message``; ``tool_messages`` also renders referenced tool calls and results as such
-    (without it, turns recorded before tool loops keep their assembly).
+    (without it, turns recorded before tool loops keep their assembly). ``shape``
+    ``system_context``: the same content, kept and trimmed alike, sent as one system message and
+    the user message (:mod:`turngate.core.system_context`).
     """
     if budget_tokens < 1:
         raise ValueError("budget_tokens must be at least 1")
@@ -302,11 +306,25 @@ def assemble(
         messages += item.messages
     if outside:
         messages.append(ChatMessage(role="user", content=external_message(outside)))
-    prefix = [message.model_dump(mode="json") for message in messages]
-    if tool_messages and tool_results:
-        messages += _tool_messages(tool_results)
+    turn_input = (
+        list(_tool_messages(tool_results))
+        if tool_messages and tool_results
+        else [ChatMessage(role="user", content=user_message)]
+    )
+    if shape == SYSTEM_CONTEXT:
+        first = 1 if system_prompt else 0  # the history: after the system prompt, before external
+        history = messages[first : len(messages) - (1 if outside else 0)]
+        messages = system_context_messages(
+            system_prompt,
+            [(message, artifacts.get(first + position)) for position, message in enumerate(history)],
+            external_message(outside) if outside else None,
+            turn_input,
+        )
+        artifacts = {}  # previews inline: no message is one whole offloaded text
+        prefix = [message.model_dump(mode="json") for message in messages[:-1]]
     else:
-        messages.append(ChatMessage(role="user", content=user_message))
+        prefix = [message.model_dump(mode="json") for message in messages]
+        messages += turn_input
 
     included = [
         InclusionEntry(

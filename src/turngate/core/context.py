@@ -50,6 +50,7 @@ from turngate.core.refs import (
     parse_declared_refs,
     resolve_declared_refs,
 )
+from turngate.core.system_context import CHAT_HISTORY, SYSTEM_CONTEXT, PromptShape
 
 #: Version 2 adds ``external_refs``: the declared ``case_query`` / ``artifact.handle`` refs and
 #: what they resolved to are inside the digest scope (recorded by turns that declare such refs;
@@ -83,6 +84,7 @@ ENV_EMPTY_REFS_POLICY = "TURNGATE_CONTEXT_EMPTY_REFS_POLICY"
 ENV_ALLOW_EXECUTION_REFS = "TURNGATE_CONTEXT_ALLOW_EXECUTION_REFS"
 ENV_ENFORCE_SCOPE_BOUND = "TURNGATE_CONTEXT_ENFORCE_SCOPE_BOUND"
 ENV_EMPTY_REFS_FIRST_TURN = "TURNGATE_CONTEXT_EMPTY_REFS_FIRST_TURN"
+ENV_PROMPT_SHAPE = "TURNGATE_CONTEXT_PROMPT_SHAPE"
 
 _ENV_NAMES = (
     ENV_MAX_REFS,
@@ -90,6 +92,7 @@ _ENV_NAMES = (
     ENV_EMPTY_REFS_FIRST_TURN,
     ENV_ALLOW_EXECUTION_REFS,
     ENV_ENFORCE_SCOPE_BOUND,
+    ENV_PROMPT_SHAPE,
 )
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -118,6 +121,11 @@ class ContextSettings(BaseModel):
     allow_execution_refs_for_prompt: StrictBool = True
     canonical_sort: Literal["event_index_asc"] = "event_index_asc"
     enforce_scope_bound: StrictBool = True
+    # How the resolved context reaches the model (core/system_context.py): chat_history sends the
+    # referenced turns as chat messages; system_context sends [system_context, user_message], as
+    # the context system's "Use in Execution" states. Only a non-default value enters the config
+    # digest and the context spec (assembly_rules.prompt_shape).
+    prompt_shape: PromptShape = CHAT_HISTORY
 
 
 class NormalizationConfig(BaseModel):
@@ -175,11 +183,14 @@ class ContextConfig(BaseModel):
 
     def effective(self) -> dict[str, Any]:
         """The canonical effective configuration: what :func:`context_config_digest` covers.
-        ``empty_refs_first_turn`` is in it only when set to ``DENY``, so configs that leave it
-        at its default keep the digest they had before the option existed."""
+        ``empty_refs_first_turn`` is in it only when set to ``DENY`` and ``prompt_shape`` only
+        when ``system_context``, so configs that leave them at their defaults keep the digest
+        they had before the options existed."""
         dumped = self.model_dump(mode="json")
         if self.context.empty_refs_first_turn == "ALLOW":
             del dumped["context"]["empty_refs_first_turn"]
+        if self.context.prompt_shape == CHAT_HISTORY:
+            del dumped["context"]["prompt_shape"]
         return dumped
 
 
@@ -257,6 +268,11 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         if raw.upper() not in ("ALLOW", "DENY"):
             raise ContextConfigError(f"{ENV_EMPTY_REFS_FIRST_TURN}={raw!r} must be ALLOW or DENY")
         overrides["empty_refs_first_turn"] = raw.upper()
+    raw = env.get(ENV_PROMPT_SHAPE, "").strip()
+    if raw:
+        if raw.lower() not in (CHAT_HISTORY, SYSTEM_CONTEXT):
+            raise ContextConfigError(f"{ENV_PROMPT_SHAPE}={raw!r} must be {CHAT_HISTORY} or {SYSTEM_CONTEXT}")
+        overrides["prompt_shape"] = raw.lower()
     allow = _env_bool(env, ENV_ALLOW_EXECUTION_REFS)
     if allow is not None:
         overrides["allow_execution_refs_for_prompt"] = allow
@@ -430,7 +446,8 @@ def build_context_spec(
             "assembly_rules": {
                 "schema_version": schema_version,
                 "ordering": cfg.context.canonical_sort,
-            },
+            }
+            | prompt_shape_rule(cfg),
             "normative_input_digests": list(resolution.normative_input_digests),
         }
         | ({"prompt": dict(prompt)} if prompt else {})
@@ -440,6 +457,13 @@ def build_context_spec(
             else {}
         )
     )
+
+
+def prompt_shape_rule(cfg: ContextConfig) -> dict[str, str]:
+    """The spec's record of the prompt shape: ``{"prompt_shape": "system_context"}``, or nothing
+    for the default ``chat_history`` (specs recorded before the option keep their digest)."""
+    shape = cfg.context.prompt_shape
+    return {} if shape == CHAT_HISTORY else {"prompt_shape": shape}
 
 
 def governance_item_digest(item: GovernanceItem) -> str:

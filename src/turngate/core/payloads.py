@@ -43,6 +43,17 @@ class TokenBudget(_Payload):
     estimator: str
 
 
+class RedactionSource(_Payload):
+    """The ledger event a turn's redaction note was read from: its parent turn's redacted
+    EXECUTION (named by the INTENT's ``parent_turn_id``, not by a declared ref), so the DECISION
+    records exactly which event, with its digest, went into the system prompt."""
+
+    event_index: int
+    event_digest: str
+    turn_id: str
+    reason_code: str
+
+
 class PromptRecord(_Payload):
     """The pinned prompt a DECISION records: the digests that enter the context spec, where the
     snapshot came from, the layers built and the tools offered."""
@@ -58,6 +69,9 @@ class PromptRecord(_Payload):
     pinned_by_index: int | None
     redaction_context: str | None
     layers: list[dict[str, Any]]
+    #: Where ``redaction_context`` came from; absent (not null) without one, so prompt records
+    #: without a redaction note keep their recorded shape.
+    redaction_source: RedactionSource | None = Field(default=None, exclude_if=lambda v: v is None)
     skipped_layers: list[dict[str, Any]]
     tools_offered: list[str] = Field(default_factory=list)
 
@@ -184,6 +198,13 @@ class ExecutionPayload(_Payload):
         """This execution with ``error``; an earlier error (the provider's) becomes its ``cause``."""
         merged = dict(error) | ({"cause": self.error} if self.error else {})
         return self.model_copy(update={"error": merged})
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> ExecutionPayload:
+        """The inverse of :meth:`as_payload`."""
+        fields = dict(payload)
+        obs = fields.pop(OBS_KEY, None)
+        return cls.model_validate(fields | ({"obs": obs} if obs is not None else {}))
 
     def as_payload(self) -> dict[str, Any]:
         payload = self._dump(exclude={"phase_transition", "next_phase", "obs"})

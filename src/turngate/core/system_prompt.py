@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from turngate.core.canonical import digest_bytes
 from turngate.core.layer_builders import BuildRuntime, LayerBuilder
+from turngate.core.payloads import RedactionSource
 from turngate.core.prompt_layers import Profile, PromptError, PromptSnapshot
 
 LAYER_SEPARATOR = "\n\n"
@@ -155,3 +156,4 @@ class PromptContext(_Frozen):
     snapshot_artifact: dict[str, Any]
     pinned_by_index: int | None  # the DECISION that pinned it; None: this turn pins it
     redaction_reason: str | None = None
+    redaction_source: RedactionSource | None = None  # the event redaction_reason was read from

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from turngate.artifacts import ArtifactStore
 from turngate.core.events import Event, EventKind
+from turngate.core.payloads import RedactionSource
 from turngate.core.prompt_layers import PromptConfig, snapshot_bytes, snapshot_from_bytes, task_id_from_inputs
 from turngate.core.system_prompt import PromptContext
 from turngate.ledger import LedgerStore
@@ -47,7 +48,13 @@ class PromptPins:
             )
         else:
             context = pinned
-        return context.model_copy(update={"redaction_reason": self._redaction_reason(intent)})
+        source = self._redaction_source(intent)
+        return context.model_copy(
+            update={
+                "redaction_reason": source.reason_code if source else None,
+                "redaction_source": source,
+            }
+        )
 
     def _pinned(self, thread_id: str, task_id: str | None, provider: str) -> PromptContext | None:
         first = self._first_decision_with_prompt(thread_id)
@@ -70,12 +77,21 @@ class PromptPins:
                 return found
             after = page[-1].index
 
-    def _redaction_reason(self, intent: Event) -> str | None:
-        """One-shot: the turn right after a redacted answer learns why (the prompt-assembly pipeline)."""
+    def _redaction_source(self, intent: Event) -> RedactionSource | None:
+        """One-shot: the turn right after a redacted answer learns why (the prompt-assembly
+        pipeline). Read from the parent turn's EXECUTION, which the INTENT names by
+        ``parent_turn_id`` rather than by a declared ref: the DECISION records that event's index
+        and digest with the reason (``prompt.redaction_source``), so no input goes unrecorded
+        and verify can check it."""
         if not intent.parent_turn_id:
             return None
         for event in self._store.turn_events(intent.thread_id, intent.parent_turn_id):
             if event.kind == EventKind.EXECUTION and event.payload.get("redacted"):
                 redaction = event.payload.get("redaction") or {}
-                return str(redaction.get("reason_code") or "safety.redacted")
+                return RedactionSource(
+                    event_index=event.index,
+                    event_digest=event.digest,
+                    turn_id=intent.parent_turn_id,
+                    reason_code=str(redaction.get("reason_code") or "safety.redacted"),
+                )
         return None

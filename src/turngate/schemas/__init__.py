@@ -14,11 +14,14 @@ from typing import Any
 
 CAPABILITIES_SCHEMA_VERSION = "turngate.capabilities.1"
 STATUS_SCHEMA_VERSION = "turngate.status.2"
+#: ``GET /capabilities?format=gateway.v1``: the published DBL gateway's capabilities shape.
+GATEWAY_CAPABILITIES_SCHEMA_VERSION = "gateway.capabilities.v1"
 
 _FILES = {
     CAPABILITIES_SCHEMA_VERSION: "capabilities.schema.json",
     "turngate.status.1": "status.schema.json",
     STATUS_SCHEMA_VERSION: "status.2.schema.json",
+    GATEWAY_CAPABILITIES_SCHEMA_VERSION: "capabilities.gateway.v1.schema.json",
 }
 
 

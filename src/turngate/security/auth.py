@@ -18,9 +18,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from turngate.security.key_cache import KeyCache
 from turngate.security.keys import KeyStore
 from turngate.security.oidc import OidcError, OidcVerifier, looks_like_jwt
-from turngate.security.principal import DEV_PRINCIPAL, ROLE_ADMIN, Principal
+from turngate.security.principal import DEV_PRINCIPAL, ROLE_ADMIN, Principal, keyless_reader
 from turngate.security.ratelimit import RateLimiter, retry_after_header
-from turngate.security.routes import AUTHENTICATED, OPERATOR, PUBLIC, required_role
+from turngate.security.routes import AUTHENTICATED, KEYLESS_READ_ROUTES, OPERATOR, PUBLIC, required_role
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,8 @@ class Authenticator:
         limiter: RateLimiter,
         oidc: OidcVerifier | Literal["from_env"] | None = "from_env",
         key_cache_s: float = 0.0,
+        keyless_read: bool = False,
+        keyless_read_tenant: str | None = None,
     ) -> None:
         self.keys = keys
         # Active keys are remembered for key_cache_s: revocation takes effect within that bound.
@@ -59,6 +61,16 @@ class Authenticator:
         self.limiter = limiter
         # OIDC/JWT tokens are accepted besides API keys when TURNGATE_OIDC_* is configured.
         self.oidc = OidcVerifier.from_env() if oidc == "from_env" else oidc
+        # Opt-in: GETs of KEYLESS_READ_ROUTES without credentials read as this tenant (None: all).
+        self.keyless_read = keyless_read
+        self.keyless_read_tenant = keyless_read_tenant
+
+    def keyless(self, request: Request, path: str) -> Principal | None:
+        """The keyless reader for a request without credentials, when the keyless read-only mode
+        is on and this is a GET of one of its routes; else None (the route's 401 stands)."""
+        if not self.keyless_read or request.method != "GET" or path not in KEYLESS_READ_ROUTES:
+            return None
+        return keyless_reader(self.keyless_read_tenant, request.client.host if request.client else "unknown")
 
     async def principal(self, request: Request) -> Principal | None:
         """The caller, or None when no credentials came (the route decides if that is fine)."""
@@ -82,10 +94,11 @@ class Authenticator:
         return key.principal()
 
     async def check_rate(self, principal: Principal) -> None:
-        if principal.key_id is None:
+        limited_as = principal.key_id or principal.limit_id
+        if limited_as is None:
             return  # dev mode without a key: local use, not limited
         # A shared (Redis) limiter answers from a worker thread; the in-memory one right here.
-        wait = await self.limiter.acquire_async(principal.key_id)
+        wait = await self.limiter.acquire_async(limited_as)
         if wait > 0:
             raise AuthError(
                 429,
@@ -115,14 +128,15 @@ async def authorize(
     """The app-wide dependency: 401 ``auth.missing`` / ``auth.invalid``, 403 ``auth.forbidden``,
     429 ``rate.limited``; sets ``request.state.principal`` / ``tenant_id`` when it lets a request in."""
     route = request.scope.get("route")
-    role = required_role(getattr(route, "path", request.url.path), request.method)
+    path = getattr(route, "path", request.url.path)
+    role = required_role(path, request.method)
     auth: Authenticator = request.app.state.auth
     if role == PUBLIC:
         principal = None
         if request.headers.get("authorization") is not None:
             principal = await auth.principal(request)  # a bad key is refused even here
     else:
-        principal = await auth.principal(request)
+        principal = await auth.principal(request) or auth.keyless(request, path)
         if principal is None:
             raise AuthError(
                 401,

@@ -17,12 +17,15 @@ ALL_TENANTS = "*"
 class Principal:
     """``tenant_id`` None: unscoped (an operator key with tenant ``*``, or dev mode without a key).
 
-    ``key_id`` None: no key (dev mode). Never holds the secret.
+    ``key_id`` None: no key (dev mode, or a keyless read). Never holds the secret.
+    ``limit_id``: what a request without a key is rate- and stream-limited as (keyless reads:
+    ``keyless:<client address>``); None: dev mode, not limited.
     """
 
     tenant_id: str | None
     key_id: str | None
     roles: frozenset[str]
+    limit_id: str | None = None
 
     def may(self, role: str) -> bool:
         return ROLE_ADMIN in self.roles or role in self.roles
@@ -30,10 +33,18 @@ class Principal:
     @property
     def limit_key(self) -> str:
         """What rate and stream limits count against."""
-        return self.key_id or "dev"
+        return self.key_id or self.limit_id or "dev"
 
 
 DEV_PRINCIPAL = Principal(tenant_id=None, key_id=None, roles=frozenset({ROLE_ADMIN}))
+
+
+def keyless_reader(tenant_id: str | None, client: str) -> Principal:
+    """A request without credentials admitted by the keyless read-only mode: may read the
+    ledger (``snapshot.read``) of ``tenant_id`` (None: every tenant), limited per client address."""
+    return Principal(
+        tenant_id=tenant_id, key_id=None, roles=frozenset({ROLE_SNAPSHOT_READ}), limit_id=f"keyless:{client}"
+    )
 
 
 def parse_roles(text: str) -> frozenset[str]:

@@ -45,6 +45,12 @@ ROUTE_ROLES: dict[str, str] = {
     "/policy/history": ROLE_ADMIN,
 }
 
+#: What the opt-in keyless read-only mode (TURNGATE_KEYLESS_READ, docs/SECURITY.md) opens to a
+#: request without credentials, GET only: the observation surfaces an observer client of the
+#: published DBL gateway reads. Nothing else: ingress, /verify, streams, jobs and the UI keep
+#: needing a key.
+KEYLESS_READ_ROUTES: frozenset[str] = frozenset({"/snapshot", "/tail", "/status", "/capabilities"})
+
 #: JSON routes of the web UI (src/turngate/api/ui_api.py) read what /snapshot reads. Its static
 #: files are a mount, not API routes, and are public.
 UI_PREFIX = "/ui/"

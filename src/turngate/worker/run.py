@@ -96,6 +96,7 @@ async def running_worker(
     turn_activities: list[Callable[..., Any]] = [
         ledger.begin_turn,
         ledger.append_event,
+        ledger.store_fault_snapshots,
         external.resolve_external_refs,
     ]
     turn_activities += [calls.call_provider] if local else []

@@ -49,6 +49,7 @@ def prompt_record(system: SystemPrompt | None, begin: BeginTurnResult) -> Prompt
         snapshot_artifact=begin.prompt.snapshot_artifact,
         pinned_by_index=begin.prompt.pinned_by_index,
         redaction_context=begin.prompt.redaction_reason,
+        redaction_source=begin.prompt.redaction_source,
         layers=[layer.model_dump(mode="json") for layer in system.layers],
         skipped_layers=[layer.model_dump(mode="json") for layer in system.skipped],
     )

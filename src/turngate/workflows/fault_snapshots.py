@@ -3,8 +3,9 @@ them (context observability's fault triggers, as far as a turn has them).
 
 A fault is a provider error or timeout, a Workbench fetch that failed (error, timeout, no
 connection), a pointer that could not be resolved (a missing prompt snapshot or message
-artifact), a failed external-ref resolution, or an explicit ``inputs.debug_snapshot``. On a
-fault the step stores:
+artifact), a failed external-ref resolution, a DENY because the policy or the prompt builder
+raised (``policy.evaluation_error``, ``prompt.builder_error``), or an explicit
+``inputs.debug_snapshot``. On a fault the step stores:
 
 - ``prompt_snapshot``: the exact provider request (model, every message with the offloaded
   user message in full, max_tokens, the tool definitions). The workflow passes the
@@ -28,6 +29,9 @@ from turngate.workflows.shared import ProviderCallInput
 
 #: Workbench refusals that are failures of the fetch itself (not refusals by configuration).
 FETCH_FAULT_CODES = frozenset({"workbench.timeout", "workbench.connection", "workbench.http_error"})
+#: DENY reasons that are faults of the gateway's own code, not decisions: the policy or the
+#: prompt builder raised.
+FAULT_DENY_CODES = frozenset({"policy.evaluation_error", "prompt.builder_error"})
 PROMPT_SNAPSHOT = "prompt_snapshot"
 
 
@@ -79,12 +83,17 @@ def decision_snapshots(
     external: ExternalContext | None,
 ) -> dict[str, str]:
     """A DENY's snapshots when the denial is a fault: a pointer that could not be resolved, a
-    failed external-ref resolution or a failed fetch. The prompt is the request as far as it
-    was built (system prompt, if any, and the user message)."""
+    failed external-ref resolution, a failed fetch, or a policy or prompt builder that raised.
+    The prompt is the request as far as it was built (system prompt, if any, and the user
+    message)."""
     if record.allowed:
         return {}  # an allowed turn's faults are snapshotted with its EXECUTION
     error = record.error or {}
-    faulty = bool(error.get("missing_pointers")) or (external is not None and external.error is not None)
+    faulty = (
+        bool(error.get("missing_pointers"))
+        or (external is not None and external.error is not None)
+        or not FAULT_DENY_CODES.isdisjoint(record.reason_codes)
+    )
     if not faulty and not _fetch_faults(external):
         return {}
     return {PROMPT_SNAPSHOT: _canonical(request_so_far().model_dump(mode="json"))} | _tool_outputs(external)

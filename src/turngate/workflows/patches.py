@@ -104,5 +104,10 @@ TURN_SHAPE_INDEXED_STEP = 3
 #: Shape 4: shape 3, and every executed turn records ``exchanges_count`` without asking the
 #: ``exchanges-count-always`` patch (no marker, no search-attribute write per turn).
 TURN_SHAPE_COUNTED_STEP = 4
+#: Shape 5: fault snapshots are stored by an activity of their own
+#: (``turngate.store_fault_snapshots``: its own retries and wall-clock bound) before the event
+#: that points at them is appended; the provider step hands back an EXECUTION with snapshots
+#: unrecorded for it. Turns without a fault run exactly as in shape 4.
+TURN_SHAPE_SNAPSHOT_STEP = 5
 #: The shape a worker starts new turns in (worker/boundary.py).
-CURRENT_TURN_SHAPE = TURN_SHAPE_COUNTED_STEP
+CURRENT_TURN_SHAPE = TURN_SHAPE_SNAPSHOT_STEP

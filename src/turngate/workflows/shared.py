@@ -239,6 +239,9 @@ class CallAndRecordInput(_Model):
     manifest: dict[str, Any]
     attempts: int  # the activity's maximum attempts: the last one records a retryable error
     wall_clock_s: float  # the provider call's limit over all attempts (llm.timeout past it)
+    # Shape 5: an EXECUTION with fault snapshots is handed back unrecorded (``deferred``), for
+    # the workflow's own snapshot step; before it, the activity stored and appended it itself.
+    defer_fault_snapshots: bool = False
 
 
 class CallAndRecordResult(_Model):
@@ -247,3 +250,19 @@ class CallAndRecordResult(_Model):
 
     decision: Event
     execution: Event | None = None
+    # The EXECUTION still to record, with the fault snapshots to store first (shape 5).
+    deferred: AppendInput | None = None
+
+
+class StoreSnapshotsInput(_Model):
+    """Fault snapshots to store (name -> text as the workflow made it, see
+    ``activities/snapshots.py``), for the turn ``correlation_id``."""
+
+    correlation_id: str
+    snapshots: dict[str, str]
+
+
+class StoredSnapshots(_Model):
+    """The stored snapshots' pointers (name -> ArtifactPointer JSON)."""
+
+    pointers: dict[str, dict[str, Any]]

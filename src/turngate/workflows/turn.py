@@ -32,7 +32,11 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.payloads import SYSTEM_ERROR, DecisionPayload, ExecutionPayload
     from turngate.core.refs import ref_lookup_ids
     from turngate.workflows import adoption
-    from turngate.workflows.patches import TURN_SHAPE_INDEXED_STEP, TURN_SHAPE_ONE_STEP
+    from turngate.workflows.patches import (
+        TURN_SHAPE_INDEXED_STEP,
+        TURN_SHAPE_ONE_STEP,
+        TURN_SHAPE_SNAPSHOT_STEP,
+    )
     from turngate.workflows.shared import (
         SA_DECISION,
         SA_POLICY_ID,
@@ -40,11 +44,13 @@ with workflow.unsafe.imports_passed_through():
         AppendInput,
         BeginTurnInput,
         BeginTurnResult,
+        Boundary,
         RecordedEvent,
+        StoreSnapshotsInput,
         TurnInput,
         TurnResult,
     )
-    from turngate.workflows.turn_activities import append_event, begin_turn
+    from turngate.workflows.turn_activities import append_event, begin_turn, store_fault_snapshots
     from turngate.workflows.turn_decide import TurnDecision, decide_turn
     from turngate.workflows.turn_execute import (
         TurnExecution,
@@ -62,6 +68,11 @@ LEDGER_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=5),
     non_retryable_error_types=["ledger.conflict"],
 )
+#: The fault-snapshot step's retry intervals (shape 5): 0.2 s, doubling, at most 2 s.
+SNAPSHOT_FIRST_RETRY_S = 0.2
+SNAPSHOT_MAX_RETRY_S = 2.0
+#: One snapshot-step attempt at most this long (a store that never answers is abandoned).
+SNAPSHOT_ATTEMPT_TIMEOUT = timedelta(seconds=10)
 
 
 def _recorded(event: Event) -> RecordedEvent:
@@ -71,6 +82,7 @@ def _recorded(event: Event) -> RecordedEvent:
 @workflow.defn(name="TurnWorkflow")
 class TurnWorkflow:
     def __init__(self) -> None:
+        self._boundary: Boundary | None = None  # set by the begin step
         self._recorded: dict[str, RecordedEvent] = {}
         self._indexed: tuple[str, str] | None = None  # the search attributes written: decision, policy
 
@@ -107,6 +119,7 @@ class TurnWorkflow:
             retry_policy=LEDGER_RETRY,
         )
         self._recorded["INTENT"] = _recorded(begin.intent)
+        self._boundary = begin.boundary
         return begin
 
     async def _call_and_record(
@@ -131,6 +144,10 @@ class TurnWorkflow:
         except (ActivityError, TimeoutError) as exc:
             return await self._end_failed_step(decision, envelope, begin, exc)
         result = self._decided(decision.intent, done.decision)
+        if done.deferred is not None:  # a fault: its snapshots are the snapshot step's (shape 5)
+            made = ExecutionPayload.from_payload(done.deferred.draft.payload)
+            execution, _ = await self._append_with_artifacts(done.deferred, made.failed)
+            return self._with_execution(result, execution)
         return result if done.execution is None else self._with_execution(result, done.execution)
 
     async def _end_failed_step(
@@ -280,15 +297,31 @@ class TurnWorkflow:
         """Append an event with its artifacts. If the artifacts cannot be stored, the event is
         recorded without them, marked SYSTEM_ERROR with the missing pointers, and the turn
         stops (returns True)."""
+        inp = AppendInput(
+            draft=_draft(intent, payload),
+            manifest=manifest,
+            snapshots=snapshots or {},
+            stored_snapshots=stored_snapshots or {},
+        )
+        return await self._append_with_artifacts(inp, on_system_error)
+
+    async def _append_with_artifacts(
+        self,
+        inp: AppendInput,
+        on_system_error: Callable[[dict[str, Any]], DecisionPayload | ExecutionPayload] | None,
+    ) -> tuple[AppendedEvent, bool]:
+        """:meth:`_record` for a prepared append. From shape 5 on, fault snapshots are stored by
+        their own step first; the append step stores only the manifest."""
+        if inp.snapshots and self._snapshot_step():
+            try:
+                stored = await self._store_snapshots(inp)
+            except (ActivityError, ApplicationError) as exc:
+                if on_system_error is None:
+                    raise
+                return await self._system_error(inp, on_system_error, exc), True
+            inp = inp.model_copy(update={"snapshots": {}, "stored_snapshots": inp.stored_snapshots | stored})
         try:
-            return await self._append(
-                AppendInput(
-                    draft=_draft(intent, payload),
-                    manifest=manifest,
-                    snapshots=snapshots or {},
-                    stored_snapshots=stored_snapshots or {},
-                )
-            ), False
+            return await self._append(inp), False
         except (ActivityError, ApplicationError) as exc:
             # A failed local activity may surface bare or wrapped in ActivityError.
             cause = exc.cause if isinstance(exc, ActivityError) else exc
@@ -296,13 +329,44 @@ class TurnWorkflow:
                 isinstance(cause, ApplicationError) and cause.type == "artifact.unavailable"
             ):
                 raise
-            details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
-            error = {
-                "code": SYSTEM_ERROR,
-                "detail": cause.message,
-                "missing_pointers": details.get("missing_pointers", []),
-            }
-            return await self._append(AppendInput(draft=_draft(intent, on_system_error(error)))), True
+            return await self._system_error(inp, on_system_error, cause), True
+
+    async def _system_error(
+        self,
+        inp: AppendInput,
+        on_system_error: Callable[[dict[str, Any]], DecisionPayload | ExecutionPayload],
+        exc: BaseException,
+    ) -> AppendedEvent:
+        """Record ``inp``'s event without its artifacts, as SYSTEM_ERROR with the missing pointers
+        (context observability stop semantics: the turn stops here)."""
+        cause = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
+        details = (
+            cause.details[0]
+            if isinstance(cause, ApplicationError) and cause.details and isinstance(cause.details[0], dict)
+            else {}
+        )
+        error = {
+            "code": SYSTEM_ERROR,
+            "detail": cause.message if isinstance(cause, ApplicationError) else str(cause),
+            "missing_pointers": details.get("missing_pointers", sorted(inp.snapshots)),
+        }
+        failed = inp.draft.model_copy(update={"payload": on_system_error(error).as_payload()})
+        return await self._append(AppendInput(draft=failed))
+
+    def _snapshot_step(self) -> bool:
+        return self._boundary is not None and self._boundary.turn_shape >= TURN_SHAPE_SNAPSHOT_STEP
+
+    async def _store_snapshots(self, inp: AppendInput) -> dict[str, dict[str, Any]]:
+        assert self._boundary is not None
+        deadline = timedelta(seconds=self._boundary.artifact_deadline_s)
+        stored = await workflow.execute_local_activity(
+            store_fault_snapshots,
+            StoreSnapshotsInput(correlation_id=inp.draft.correlation_id, snapshots=inp.snapshots),
+            start_to_close_timeout=min(deadline, SNAPSHOT_ATTEMPT_TIMEOUT),
+            schedule_to_close_timeout=deadline,
+            retry_policy=snapshot_retry(self._boundary.artifact_deadline_s),
+        )
+        return stored.pointers
 
     async def _append(self, inp: AppendInput) -> AppendedEvent:
         return await workflow.execute_local_activity(
@@ -313,6 +377,22 @@ class TurnWorkflow:
             else LEDGER_STEP_TIMEOUT,
             retry_policy=LEDGER_RETRY,
         )
+
+
+def snapshot_retry(deadline_s: float) -> RetryPolicy:
+    """The snapshot step's own retries: as many attempts as their backoff fits in the artifact
+    deadline (the schedule-to-close bound is set too, but the attempt count is what ends a store
+    that keeps failing fast)."""
+    attempts, waited, interval = 1, 0.0, SNAPSHOT_FIRST_RETRY_S
+    while waited + interval < deadline_s:
+        attempts, waited = attempts + 1, waited + interval
+        interval = min(interval * 2, SNAPSHOT_MAX_RETRY_S)
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=SNAPSHOT_FIRST_RETRY_S),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=SNAPSHOT_MAX_RETRY_S),
+        maximum_attempts=attempts,
+    )
 
 
 def _one_step(begin: BeginTurnResult, decision: TurnDecision) -> bool:

@@ -24,6 +24,8 @@ from turngate.workflows.shared import (
     ExternalRefsInput,
     ProviderCallInput,
     ProviderCallResult,
+    StoredSnapshots,
+    StoreSnapshotsInput,
 )
 
 BEGIN_TURN = "turngate.begin_turn"
@@ -31,6 +33,7 @@ APPEND_EVENT = "turngate.append_event"
 RESOLVE_EXTERNAL_REFS = "turngate.resolve_external_refs"
 CALL_PROVIDER = "turngate.call_provider"
 CALL_AND_RECORD = "turngate.call_and_record"
+STORE_FAULT_SNAPSHOTS = "turngate.store_fault_snapshots"
 
 
 def _definition_only(name: str) -> NotImplementedError:
@@ -68,3 +71,10 @@ async def call_and_record(inp: CallAndRecordInput) -> CallAndRecordResult:
     what the ledger holds and never calls the provider again once the EXECUTION is recorded
     (``TurnStepActivities.call_and_record``)."""
     raise _definition_only(CALL_AND_RECORD)
+
+
+@activity.defn(name=STORE_FAULT_SNAPSHOTS)
+def store_fault_snapshots(inp: StoreSnapshotsInput) -> StoredSnapshots:
+    """Store a step's fault snapshots, one try per attempt: Temporal retries and bounds it
+    (``LedgerActivities.store_fault_snapshots``, a local activity)."""
+    raise _definition_only(STORE_FAULT_SNAPSHOTS)

@@ -9,11 +9,9 @@ allowed the turn. The DECISION the step produces is recorded by the workflow; wh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -41,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.turn_rules import deny_or_continue
     from turngate.prompts.pack_builders import pack_builders
     from turngate.prompts.token_estimators import loaded_estimator
+    from turngate.workflows import external_refs_options
     from turngate.workflows.context_scope import spec_version, with_external
     from turngate.workflows.decision_record import (
         message_artifact,
@@ -61,14 +60,6 @@ with workflow.unsafe.imports_passed_through():
     from turngate.workflows.spend import Route, govern, govern_request, resolve_route
     from turngate.workflows.turn_activities import resolve_external_refs
 
-# Index reads and Workbench fetches (each bounded by its own timeout), retried a few times; the
-# activity records a transient fetch failure as a refusal on its last attempt.
-EXTERNAL_REFS_TIMEOUT = timedelta(seconds=60)
-EXTERNAL_REFS_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    maximum_interval=timedelta(seconds=2),
-    maximum_attempts=3,
-)
 #: A prompt profile that keeps the whole history is never trimmed to the token budget.
 UNTRIMMED_BUDGET = 10**12
 
@@ -288,6 +279,8 @@ def _assembly(
         tool_definitions=[spec.definition() for spec in counted],
         tool_results=client.tool_results if client is not None else (),
         tool_messages=uses_tool_messages(resolution, client) and workflow.patched(TOOL_LOOP_MESSAGES),
+        # Configuration, recorded in the DECISION's context spec when not the default.
+        shape=boundary.context_config.context.prompt_shape,
     )
 
 
@@ -334,8 +327,10 @@ async def _external_context(intent: Event) -> ExternalContext | None:
                 correlation_id=intent.correlation_id,
                 refs=[ref.model_dump(mode="json", exclude_none=True) for ref in refs],
             ),
-            start_to_close_timeout=EXTERNAL_REFS_TIMEOUT,
-            retry_policy=EXTERNAL_REFS_RETRY,
+            start_to_close_timeout=external_refs_options.ATTEMPT_TIMEOUT,
+            schedule_to_close_timeout=external_refs_options.SCHEDULE_TO_CLOSE_TIMEOUT,
+            heartbeat_timeout=external_refs_options.HEARTBEAT_TIMEOUT,
+            retry_policy=external_refs_options.RETRY_POLICY,
         )
     except ActivityError as exc:
         cause = exc.cause

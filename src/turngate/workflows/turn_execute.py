@@ -25,7 +25,11 @@ with workflow.unsafe.imports_passed_through():
     from turngate.core.provider_errors import NON_RETRYABLE_PROVIDER_ERRORS
     from turngate.core.tools import exchange_count
     from turngate.workflows.execution_record import TurnExecution, answered, call_failed, executed
-    from turngate.workflows.patches import EXCHANGES_COUNT_ALWAYS, TURN_SHAPE_COUNTED_STEP
+    from turngate.workflows.patches import (
+        EXCHANGES_COUNT_ALWAYS,
+        TURN_SHAPE_COUNTED_STEP,
+        TURN_SHAPE_SNAPSHOT_STEP,
+    )
     from turngate.workflows.redaction import output_safety_rules
     from turngate.workflows.shared import (
         AppendInput,
@@ -159,6 +163,7 @@ async def call_and_record_activity(
         manifest=manifest,
         attempts=PROVIDER_ATTEMPTS,
         wall_clock_s=boundary.llm_wall_clock_s,
+        defer_fault_snapshots=boundary.turn_shape >= TURN_SHAPE_SNAPSHOT_STEP,
     )
     limit = timedelta(seconds=boundary.llm_wall_clock_s) + 2 * step_timeout
     retry = _retry(PROVIDER_ATTEMPTS, "ledger.conflict")

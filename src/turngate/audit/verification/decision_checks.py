@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from turngate.audit.verification.findings import AuditKind
+from turngate.audit.verification.redaction_source import verify_redaction_source
 from turngate.audit.verification.shadow_recompute import shadows_not_rerun, verify_shadows
 from turngate.audit.verification.spend_recompute import verify_spend
 from turngate.core.context import ContextConfig
@@ -53,4 +54,10 @@ def spend_plan(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:
     """The DECISION's budget check, recounted from the ledger up to its recorded position
     (:mod:`.spend_recompute`; docs/BUDGETS.md)."""
     for problem in verify_spend(decision.conn, decision.payload, decision.intent, decision.index):
+        yield AuditKind.DECISION_MISMATCH, problem
+
+
+def redaction_note(decision: VerifiedDecision) -> Iterator[tuple[AuditKind, str]]:
+    """The event the DECISION's redaction note was read from (:mod:`.redaction_source`)."""
+    for problem in verify_redaction_source(decision.conn, decision.payload, decision.intent, decision.index):
         yield AuditKind.DECISION_MISMATCH, problem

@@ -15,7 +15,12 @@ from turngate.audit.forked_ranges import Bound, process_count, run_ranges, split
 from turngate.audit.gc_passes import with_fewer_gc_passes
 from turngate.audit.verification.config_findings import config_findings
 from turngate.audit.verification.configs import ConfigSource, config_map
-from turngate.audit.verification.decision_checks import DecisionCheck, shadow_entries, spend_plan
+from turngate.audit.verification.decision_checks import (
+    DecisionCheck,
+    redaction_note,
+    shadow_entries,
+    spend_plan,
+)
 from turngate.audit.verification.event_cache import MAX_CACHE_EVENTS
 from turngate.audit.verification.findings import AuditKind, AuditReport, Finding, ProgressFn
 from turngate.audit.verification.ranges import Plan, RangeTally, verify_range
@@ -29,7 +34,7 @@ PARALLEL_MIN_EVENTS = 4_000
 
 #: What is recomputed on every DECISION whose recorded inputs verified, in this order (see
 #: :mod:`turngate.audit.verification.decision_checks`): add a check here.
-DECISION_CHECKS: tuple[DecisionCheck, ...] = (shadow_entries, spend_plan)
+DECISION_CHECKS: tuple[DecisionCheck, ...] = (shadow_entries, spend_plan, redaction_note)
 
 
 @with_fewer_gc_passes

@@ -1,0 +1,185 @@
+"""The external-refs activity's bounds hold against a server on loopback that accepts connections
+and never answers: a Workbench fetch configured to wait ten minutes, and a query embedder whose
+index spec says ten minutes, both end within the attempt's start-to-close timeout, heartbeating
+meanwhile; the nested bounds themselves (fetch, embedding < attempt < schedule-to-close)."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from tests.jobs.test_case_query import TEXTS
+from tests.security.fake_resolver import LOOPBACK_ALLOWED
+from turngate.activities import external_refs
+from turngate.activities.external_refs import MAX_ATTEMPTS, ExternalRefActivities
+from turngate.artifacts import LocalArtifactStore
+from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, OfflineEmbedder, build_embedder
+from turngate.jobs.cases.index import INDEX_KIND, IndexParams, make_manifest, write_index
+from turngate.jobs.domain.chunking import Chunk
+from turngate.security.workbench import WorkbenchConfig
+from turngate.workflows import external_refs_options as options
+from turngate.workflows.shared import ExternalRefsInput
+
+#: What the tests give one attempt (the workflow gives 15 s).
+ATTEMPT = timedelta(seconds=2)
+HANDLE = {"ref_type": "artifact.handle", "ref_id": "h", "kind": "note"}
+NEVER = 600_000  # ms: a fetch timeout the attempt must cut
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A TCP server on loopback that accepts connections and never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    try:
+        yield int(sock.getsockname()[1])
+    finally:
+        sock.close()
+
+
+def _environment(attempt: int, beats: list[Any]) -> ActivityEnvironment:
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(
+        env.info,
+        attempt=attempt,
+        start_to_close_timeout=ATTEMPT,
+        schedule_to_close_timeout=ATTEMPT * 3,
+        heartbeat_timeout=timedelta(milliseconds=400),
+    )
+    env.on_heartbeat = lambda *details: beats.append(details)
+    return env
+
+
+async def _timed(
+    env: ActivityEnvironment, acts: ExternalRefActivities, refs: list[dict]
+) -> tuple[Any, float]:
+    started = time.monotonic()
+    try:
+        result: Any = await env.run(
+            acts.resolve_external_refs, ExternalRefsInput(tenant_id="t1", correlation_id="c", refs=refs)
+        )
+    except Exception as exc:  # what the attempt ended with is the result here
+        result = exc
+    return result, time.monotonic() - started
+
+
+def test_the_bounds_nest() -> None:
+    attempt = options.ATTEMPT_TIMEOUT
+    assert attempt > options.QUERY_EMBED_TIMEOUT
+    assert WorkbenchConfig().timeout_ms / 1000 < attempt.total_seconds()
+    assert options.HEARTBEAT_TIMEOUT < attempt < options.SCHEDULE_TO_CLOSE_TIMEOUT
+    assert (
+        attempt * options.MAX_ATTEMPTS >= options.SCHEDULE_TO_CLOSE_TIMEOUT - attempt
+    )  # 3 tries fit, nearly
+    assert options.RETRY_POLICY.maximum_attempts == MAX_ATTEMPTS
+
+
+async def test_a_fetch_that_never_answers_ends_within_the_attempt(tmp_path: Path, silent_port: int) -> None:
+    config = WorkbenchConfig(
+        enabled=True,
+        resolver_url=f"http://127.0.0.1:{silent_port}/h",
+        admit_kinds=("note",),
+        timeout_ms=NEVER,
+        deny_networks=LOOPBACK_ALLOWED,
+    )
+    acts = ExternalRefActivities(
+        SimpleNamespace(), LocalArtifactStore(tmp_path / "a"), cache_dir=tmp_path / "c", workbench=config
+    )  # type: ignore[arg-type]
+    beats: list[Any] = []
+    first, took = await _timed(_environment(1, beats), acts, [HANDLE])
+    assert isinstance(first, ApplicationError) and first.type == "workbench.timeout", first
+    assert ATTEMPT.total_seconds() - 0.5 < took < ATTEMPT.total_seconds()
+    assert len(beats) >= 3  # every 0.1 s of a 0.4 s heartbeat timeout
+
+    last, took = await _timed(_environment(MAX_ATTEMPTS, []), acts, [HANDLE])
+    assert [r["reason_code"] for r in last.records] == ["workbench.timeout"]  # recorded, not lost
+    assert took < ATTEMPT.total_seconds()
+    acts.close()
+
+
+def _openai_index(store: LocalArtifactStore, spec: EmbedderSpec) -> Any:
+    """An index whose manifest names ``spec``'s embedder (vectors from the offline one)."""
+    chunks = [
+        Chunk(document="sha256:" + "1" * 64, ordinal=i, start=0, end=len(t), text=t)
+        for i, t in enumerate(TEXTS)
+    ]
+    matrix = OfflineEmbedder().embed_sync(TEXTS)
+    manifest, order = make_manifest([c.chunk_id for c in chunks], matrix, spec.embedder_id, IndexParams())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "i.sqlite3"
+        write_index(path, manifest, [TEXTS[i] for i in order], matrix[order])
+        pointer = store.put(path.read_bytes(), kind=INDEX_KIND)
+    return SimpleNamespace(index_version=manifest.index_version, index=pointer, embedder=spec)
+
+
+class _Registry:
+    def __init__(self, record: Any) -> None:
+        self.record = record
+
+    def find_case_index(self, **_: Any) -> Any:
+        return self.record
+
+
+def _embedding_activities(tmp_path: Path, port: int, built: list[EmbedderSpec]) -> ExternalRefActivities:
+    # The index was made by a job whose embedder waits ten minutes per request.
+    spec = EmbedderSpec(
+        kind="openai", model="m", dim=256, base_url=f"http://127.0.0.1:{port}/v1", timeout_s=600
+    )
+    store = LocalArtifactStore(tmp_path / "a")
+
+    def factory(used: EmbedderSpec) -> Embedder:
+        built.append(used)
+        return build_embedder(used)
+
+    return ExternalRefActivities(
+        _Registry(_openai_index(store, spec)),  # type: ignore[arg-type]
+        store,
+        cache_dir=tmp_path / "c",
+        workbench=WorkbenchConfig(),
+        embedder_factory=factory,
+    )
+
+
+QUERY = {"ref_type": "case_query", "case_id": "c1", "query": "lighthouse keeper", "top_k": 1}
+
+
+async def test_a_query_embedder_that_never_answers_ends_within_the_attempt(
+    tmp_path: Path, silent_port: int
+) -> None:
+    built: list[EmbedderSpec] = []
+    acts = _embedding_activities(tmp_path, silent_port, built)
+    beats: list[Any] = []
+    result, took = await _timed(_environment(1, beats), acts, [QUERY])
+    assert isinstance(result, ApplicationError) and result.type == "external_refs.attempt_timeout", result
+    assert took < ATTEMPT.total_seconds()
+    assert len(beats) >= 3
+    # The query embedder is not built with the job's ten minutes but with the query bound.
+    assert [s.timeout_s for s in built] == [options.QUERY_EMBED_TIMEOUT.total_seconds()]
+    acts.close()
+
+
+async def test_the_query_embedders_own_timeout_applies(
+    tmp_path: Path, silent_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(options, "QUERY_EMBED_TIMEOUT", timedelta(milliseconds=500))
+    built: list[EmbedderSpec] = []
+    acts = _embedding_activities(tmp_path, silent_port, built)
+    result, took = await _timed(_environment(1, []), acts, [QUERY])
+    # The embedding request timed out by itself (a retryable provider error), before the attempt.
+    assert not isinstance(result, ApplicationError), result
+    assert "timeout" in type(result).__name__.lower() or "timed out" in str(result).lower(), repr(result)
+    assert 0.4 < took < 1.5
+    assert external_refs.MAX_ATTEMPTS == MAX_ATTEMPTS
+    acts.close()
