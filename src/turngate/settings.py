@@ -136,8 +136,10 @@ class Settings(LogSettings):
     llm_wall_clock_s: int = Field(
         60, ge=1, validation_alias=_alias("TURNGATE_LLM_WALL_CLOCK_S", "DBL_LLM_WALL_CLOCK_S")
     )
+    # Provider calls at once per worker process: enough for several chats to stream together
+    # (each call mostly waits on the vendor); /status reports the sum over the worker processes.
     llm_concurrency: int = Field(
-        1, ge=1, validation_alias=_alias("TURNGATE_LLM_CONCURRENCY", "DBL_JOB_CONCURRENCY_LLM")
+        16, ge=1, validation_alias=_alias("TURNGATE_LLM_CONCURRENCY", "DBL_JOB_CONCURRENCY_LLM")
     )
     max_message_bytes: int = Field(256 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_MESSAGE_BYTES"))
     max_body_bytes: int = Field(1024 * 1024, ge=1, validation_alias=_alias("TURNGATE_MAX_BODY_BYTES"))

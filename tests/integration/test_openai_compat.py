@@ -162,9 +162,9 @@ async def test_second_call_on_thread_resolves_history_as_refs(settings) -> None:
         ]
 
 
-async def test_unmatched_history_is_refused_by_default(settings) -> None:
+async def test_unmatched_history_on_a_named_thread_is_refused_by_default(settings) -> None:
     async with keyed_stack(settings) as stack:
-        client = async_sdk(stack)
+        client = async_sdk(stack, default_headers={"X-Turngate-Thread": "th-unmatched"})
         with pytest.raises(openai.BadRequestError) as caught:
             await client.chat.completions.create(
                 model="echo-1",
@@ -313,6 +313,9 @@ async def test_tools_round_trip(tmp_path, temporal_server, openai_fake) -> None:
         (429, openai.RateLimitError, "provider.rate_limited", "1"),
         (503, openai.InternalServerError, "provider.overloaded", "1"),
         (500, openai.InternalServerError, "provider.server_error", None),
+        (400, openai.BadRequestError, "provider.bad_request", None),
+        (404, openai.NotFoundError, "provider.not_found", None),
+        (422, openai.UnprocessableEntityError, "provider.unprocessable", None),
     ],
 )
 async def test_provider_errors_map_to_sdk_statuses(
@@ -330,8 +333,9 @@ async def test_provider_errors_map_to_sdk_statuses(
             await async_sdk(stack).chat.completions.create(
                 model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
             )
-        assert caught.value.status_code == status
+        assert caught.value.status_code == (502 if status == 500 else status)
         assert caught.value.code == code
+        assert caught.value.response.headers["x-turngate-reason-code"] == code
         assert caught.value.response.headers.get("retry-after") == retry_after
         cid = caught.value.response.headers["x-turngate-correlation-id"]
         recorded = (await turn_events(stack, cid))["EXECUTION"]["payload"]["error"]

@@ -251,7 +251,7 @@ async def test_status_capabilities_health(settings) -> None:
         assert caps["config_digests"]["context_config_digest"].startswith("sha256:")
         status = (await stack.http.get("/status")).json()
         assert status["ledger"]["length"] == 3
-        assert status["job_runtime"]["llm"]["concurrency"] == 1
+        assert status["job_runtime"]["llm"]["concurrency"] == 16  # the default
         health = await stack.http.get("/healthz")
         assert health.status_code == 200 and health.json()["ok"] is True
         assert (await stack.http.get("/openapi.json")).status_code == 200

@@ -21,7 +21,7 @@ import pytest
 from tests.openai_compat.test_plan import THREAD, record_turn
 from tests.stack import make_settings, running_stack
 from turngate.api import cpu_pool
-from turngate.api.openai_compat.history import HistoryMatch, HistoryMessage, _fingerprint, match_history
+from turngate.api.openai_compat.history import HistoryMatch, HistoryMessage, event_fingerprint, match_history
 from turngate.api.openai_compat.plan import check_message_count, plan_call
 from turngate.core.events import AdmissionError, Event, EventKind
 from turngate.devserver import DevServer
@@ -177,7 +177,9 @@ def _scan(history: list[HistoryMessage], events: list[Event]) -> HistoryMatch:
     for message in history:
         wanted = (kinds[message.role], message.fingerprint())
         found = (
-            i for i in range(cursor, len(ordered)) if (ordered[i].kind, _fingerprint(ordered[i])) == wanted
+            i
+            for i in range(cursor, len(ordered))
+            if (ordered[i].kind, event_fingerprint(ordered[i])) == wanted
         )
         hit = next(found, None)
         if hit is None:

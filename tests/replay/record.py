@@ -79,6 +79,10 @@ SCENARIOS: dict[str, dict[str, object]] = {
     "loop_guard": {},
     # Shape 7: the turn adds its outcome to its memo as it ends (a failed call: its error code).
     "ending_memo": {"llm_wall_clock_s": 1, "echo_delay_ms": 1500},
+    # The second turn carries the client's request options (structured output, sampling): the
+    # provider call's input carries them and the EXECUTION records its output check (recorded
+    # before shape 5).
+    "request_options": {},
 }
 #: Turns a policy sends to human review (docs/REVIEWS.md): approved through the API, or left
 #: until their 1 s deadline passes.
@@ -105,6 +109,18 @@ SECOND_TURN_INPUTS: dict[str, dict[str, object]] = {
     "tool_loop": {"client_context": {"tool_results": [{"tool_call_id": "call_1", "content": "4"}]}},
     "spend_request": {
         "client_context": {"messages": [{"role": "system", "content": "Be brief.", "source": "system"}]}
+    },
+    "request_options": {
+        "client_context": {
+            "request_options": {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "Answer", "schema": {"type": "object"}, "strict": True},
+                },
+                "seed": 7,
+                "top_p": 0.5,
+            }
+        }
     },
 }
 #: Refs the second turn declares besides its event refs, per scenario.

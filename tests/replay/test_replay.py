@@ -45,6 +45,7 @@ COMPATIBLE = [
     # Turns a policy sent to human review: approved (the review update), and timed out (the timer).
     "review_approved",
     "review_timed_out",
+    "request_options",
 ]
 
 

@@ -302,6 +302,7 @@ def provider_request(
         max_tokens=inp.max_tokens,
         temperature=inp.temperature,
         tools=[ToolDefinition.model_validate(tool) for tool in inp.tools],
+        options=inp.options,
     )
 
 

@@ -34,6 +34,7 @@ from turngate.security.routes import KEYLESS_READ_ROUTES, PUBLIC, ROUTE_ROLES
 from turngate.security.streams import stream_slots, too_many_streams
 from turngate.spend.status import budget_status
 from turngate.telemetry import default_metrics
+from turngate.worker.llm_capacity import llm_capacity
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -277,6 +278,14 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
             )
         except Exception as exc:
             log.warning("status: job runtime query failed: %s", exc)
+    workers, effective = None, None
+    if temporal_ok:
+        try:
+            workers, effective = await llm_capacity(
+                state.client, state.settings.llm_task_queue, state.settings.llm_concurrency
+            )
+        except Exception as exc:
+            log.warning("status: llm task queue query failed: %s", exc)
     job_types = {t: state.settings.job_queue_max for t in JOB_TYPES}
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
@@ -308,6 +317,9 @@ async def status(request: Request, state: Annotated[ApiState, Depends(api_state)
             "admission": request.app.state.turn_slots.status(),
             "llm": {
                 "concurrency": state.settings.llm_concurrency,
+                # Over every worker process polling the LLM queue (null: Temporal not asked).
+                "worker_processes": workers,
+                "effective_concurrency": effective,
                 "wall_clock_s": state.settings.llm_wall_clock_s,
                 "queue_position": queue_position,
             },

@@ -1,7 +1,8 @@
 """Client-supplied context: messages and tools a client sent with its intent that are not ledger
 events (an OpenAI-style ``messages`` history the ledger cannot match, a client system message,
-client-defined function tools), the results of the tool calls this turn answers, and the
-sampling temperature the client asked for.
+client-defined function tools), the results of the tool calls this turn answers, the
+sampling temperature the client asked for and its other request options (structured output,
+tool choice, sampling: :mod:`turngate.core.request_options`).
 
 They travel in the INTENT's ``inputs.client_context``, so they are recorded, inside the INTENT's
 digest and the DECISION's ``context_digest`` (``inputs`` is part of the intent view), and visible
@@ -33,6 +34,7 @@ from pydantic import (
     model_validator,
 )
 
+from turngate.core.request_options import ProviderOptions, RequestOptions, request_options_of
 from turngate.core.tools import ToolSpec, ToolSpecName
 
 CLIENT_CONTEXT_KEY = "client_context"
@@ -104,9 +106,19 @@ class ClientTool(BaseModel):
     name: ToolSpecName
     description: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    #: OpenAI's ``strict``: the arguments must follow the schema exactly (only when sent).
+    strict: bool | None = None
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_strict(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A tool sent without ``strict`` dumps as it always did (its digest stays the same).
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("strict") is None:
+            dumped.pop("strict", None)
+        return dumped
 
 
 class ClientContext(BaseModel):
@@ -117,6 +129,8 @@ class ClientContext(BaseModel):
     tools: tuple[ClientTool, ...] = ()
     tool_results: tuple[ClientToolResult, ...] = ()  # this turn's input when it continues a tool loop
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    # Structured output, tool choice and sampling options (only when the client sent one).
+    request_options: RequestOptions | None = None
 
 
 class InvalidClientContext(ValueError):
@@ -140,6 +154,7 @@ def client_context_of(inputs: Mapping[str, Any]) -> ClientContext | None:
         data["messages"] = tuple(_with_tuple_calls(m) for m in data["messages"])
         if isinstance(data.get("temperature"), int) and not isinstance(data.get("temperature"), bool):
             data["temperature"] = float(data["temperature"])
+        data["request_options"] = request_options_of(data.get("request_options"))
         context = ClientContext.model_validate(data)
     except (ValidationError, TypeError) as exc:
         raise InvalidClientContext(f"inputs.{CLIENT_CONTEXT_KEY}: {exc}") from exc
@@ -155,6 +170,18 @@ def _with_tuple_calls(message: Any) -> Any:
     if isinstance(message, Mapping) and isinstance(message.get("tool_calls"), list):
         return {**message, "tool_calls": tuple(message["tool_calls"])}
     return message
+
+
+def provider_options(client: ClientContext | None) -> ProviderOptions | None:
+    """The options a provider call carries for this client context (None: nothing to carry, so
+    a call without options stays as it always was)."""
+    if client is None:
+        return None
+    strict = tuple(tool.name for tool in client.tools if tool.strict)
+    if client.request_options is None and not strict:
+        return None
+    base = client.request_options.model_dump() if client.request_options is not None else {}
+    return ProviderOptions.model_validate(base | ({"strict_tools": strict} if strict else {}))
 
 
 def recorded_tool_calls(execution_payload: Mapping[str, Any]) -> list[ClientToolCall]:
@@ -181,6 +208,18 @@ def recorded_client_context(intent_payload: Mapping[str, Any]) -> ClientContext 
     try:
         return client_context_of(inputs) if isinstance(inputs, Mapping) else None
     except InvalidClientContext:
+        return None
+
+
+def recorded_request_options(inputs: Mapping[str, Any]) -> RequestOptions | None:
+    """The request options an intent's inputs carry (None: none, or malformed ones, whose turn
+    was denied); reads only them, not the whole client context."""
+    raw = inputs.get(CLIENT_CONTEXT_KEY)
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return request_options_of(raw.get("request_options"))
+    except (ValidationError, TypeError):
         return None
 
 

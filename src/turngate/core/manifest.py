@@ -136,7 +136,13 @@ def _intent_pointers(outcome: DecisionOutcome, intent: Event) -> dict[str, Any]:
     boundary = payload.get("boundary") or {}
     client = recorded_client_context(intent.payload)
     # The client's sampling temperature, only when it sent one (older manifests are unchanged).
-    sampling = {"temperature": client.temperature} if client and client.temperature is not None else {}
+    sampling: dict[str, Any] = {}
+    if client is not None and client.temperature is not None:
+        sampling["temperature"] = client.temperature
+    # The client's request options (structured output schema, tool choice, sampling), by digest,
+    # only when it sent some.
+    if client is not None and client.request_options is not None:
+        sampling["request_options_digest"] = digest(client.request_options.recorded())
     return sampling | {
         "event_digest": intent.digest,
         "event_index": intent.index,

@@ -159,6 +159,7 @@ class ExecutionPayload(_Payload):
             "redaction",
             "obs",
             "spend",
+            "output_check",
         }
     )
 
@@ -182,6 +183,8 @@ class ExecutionPayload(_Payload):
     redacted: bool | None = None
     redaction: dict[str, Any] | None = None  # {rule_id, reason_code, detail}
     spend: dict[str, Any] | None = None  # which candidate of the spend plan answered, at what cost
+    # The answer checked against the JSON schema the client asked for (request_options.OutputCheck).
+    output_check: dict[str, Any] | None = None
     obs: dict[str, Any] | None = None  # observational (``_obs``): outside the event digest
 
     def redacted_by(self, rule_id: Any, reason_code: Any, detail: Any) -> ExecutionPayload:

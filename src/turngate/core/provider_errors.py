@@ -29,6 +29,8 @@ PROVIDER_ERROR_TYPES: Mapping[str, bool] = MappingProxyType(
         "provider.invalid_response": False,
         # The worker has no client for the provider the turn resolved to.
         "provider.missing_credentials": False,
+        # The provider has no equivalent of a request option the client set (nothing was sent).
+        "provider.unsupported_parameter": False,
     }
 )
 #: The provider call's wall clock ran out (a timeout of the activity, not of the provider).

@@ -31,7 +31,8 @@ REASON_NOT_OFFERED: Final = "tool.not_offered"
 REASON_INVALID_ARGUMENTS: Final = "tool.invalid_arguments"
 REASON_ARGUMENTS_TOO_LARGE: Final = "tool.arguments_too_large"
 
-ToolSpecName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+#: OpenAI's (and Anthropic's) function name pattern.
+ToolSpecName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
 SignalName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 TransitionName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
 #: A dotted path of keys into the intent's ``inputs`` (``task.ai_transitions``).

@@ -17,8 +17,10 @@ The WHOLE message list is sent, shaped the way the Messages API requires:
 A request's ``temperature`` is not sent: the Messages API of the supported SDK has no such
 parameter.
 Offered tools go out as ``tools=[{name, description, input_schema}]`` (nothing when none are
-offered); a ``tool_use`` content block and its ``input_json_delta`` fragments become one complete
-call, emitted once after the text.
+offered); structured output as ``output_config.format``, tool choice as ``tool_choice`` and the
+other options as Anthropic names them, or refused
+(:func:`~turngate.providers.request_params.anthropic_params`); a ``tool_use`` content block and
+its ``input_json_delta`` fragments become one complete call, emitted once after the text.
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ from turngate.providers.base import (
     ProviderRequest,
     ResponseIdOnce,
     StreamChunk,
-    ToolDefinition,
     Usage,
 )
 from turngate.providers.error_classification import classify_exception
+from turngate.providers.request_params import anthropic_params
 from turngate.providers.tool_calls import ToolCallAccumulator
 from turngate.settings import Settings
 
@@ -100,14 +102,6 @@ def to_anthropic(messages: Sequence[ChatMessage]) -> tuple[str | None, list[dict
     return system, turns
 
 
-def anthropic_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
-    """``[{name, description, input_schema}]`` for the Messages API."""
-    return [
-        {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
-        for tool in tools
-    ]
-
-
 class AnthropicChatProvider:
     name = "anthropic"
 
@@ -154,8 +148,7 @@ class AnthropicChatProvider:
         }
         if system is not None:
             params["system"] = system
-        if request.tools:
-            params["tools"] = anthropic_tools(request.tools)
+        params |= anthropic_params(request)
         calls = ToolCallAccumulator(self.name)
         response_id = ResponseIdOnce()
         input_tokens: int | None = None

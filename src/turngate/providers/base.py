@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from turngate.core.messages import ChatMessage, ToolCallChunk
+from turngate.core.request_options import ProviderOptions
 
 __all__ = [
     "ChatMessage",
@@ -68,6 +69,8 @@ class ProviderRequest(BaseModel):
     max_tokens: int | None = None
     tools: list[ToolDefinition] = Field(default_factory=list)
     temperature: float | None = None  # None: the vendor's default
+    # Structured output, tool choice, sampling (None: none asked; each adapter maps or refuses).
+    options: ProviderOptions | None = None
 
 
 class StreamChunk(BaseModel):

@@ -8,7 +8,10 @@ the arguments as an object and no id: they are collected, serialised with ``json
 the ids ``ollama-call-<n>`` and emitted once after the text. A tool loop goes back as an assistant
 message with ``tool_calls`` (arguments as objects) and ``role: tool`` messages naming the tool
 (``tool_name``: Ollama matches results by name, it has no call ids). ``temperature`` becomes
-``options.temperature``. An HTTP error is classified from the
+``options.temperature``; structured output becomes ``format`` (``"json"`` or the schema), the
+sampling options their ``options`` keys, and a forced tool (Ollama has no ``tool_choice``) is
+asked for as structured output with the tool's schema, its JSON answer becoming that tool's
+call (:func:`~turngate.providers.request_params.ollama_params`). An HTTP error is classified from the
 response itself (status and ``Retry-After``) by a response hook, before the SDK turns it into a
 bare ``ResponseError``.
 """
@@ -24,7 +27,7 @@ import ollama
 
 from turngate.providers.base import ChatMessage, ProviderRequest, StreamChunk, ToolCallChunk, Usage
 from turngate.providers.error_classification import classify_exception, classify_status
-from turngate.providers.tool_calls import function_tools
+from turngate.providers.request_params import ollama_params
 from turngate.settings import Settings
 
 
@@ -55,20 +58,18 @@ class OllamaChatProvider:
         return str(self._client._client.base_url)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamChunk]:
-        options: dict[str, Any] = {}
-        if request.max_tokens is not None:
-            options["num_predict"] = request.max_tokens
-        if request.temperature is not None:
-            options["temperature"] = request.temperature
+        params = ollama_params(request)
         usage = Usage()
         calls: list[ToolCallChunk] = []
+        forced: list[str] = []  # a forced tool's arguments, asked for as structured output
         try:
             parts = await self._client.chat(
                 model=request.model,
                 messages=ollama_messages(request.messages),
-                tools=function_tools(request.tools) if request.tools else None,
+                tools=params.tools,
                 stream=True,
-                options=options or None,
+                format=params.format,
+                options=params.options or None,
             )
             try:
                 async for part in parts:
@@ -80,7 +81,9 @@ class OllamaChatProvider:
                                 arguments=json.dumps(dict(call.function.arguments or {})),
                             )
                         )
-                    if part.message.content:
+                    if part.message.content and params.forced_tool is not None:
+                        forced.append(part.message.content)
+                    elif part.message.content:
                         yield StreamChunk(text=part.message.content)
                     if part.done:
                         usage = Usage(
@@ -94,6 +97,10 @@ class OllamaChatProvider:
             if error is None:
                 raise
             raise error from None
+        if params.forced_tool is not None and not calls:
+            calls.append(
+                ToolCallChunk(id=f"{self.name}-call-1", name=params.forced_tool, arguments="".join(forced))
+            )
         if calls:
             yield StreamChunk(tool_calls=calls)
         yield StreamChunk(usage=usage)

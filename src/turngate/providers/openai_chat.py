@@ -4,7 +4,9 @@ The whole message list goes out in order, system messages included, as Chat Comp
 messages. Offered tools go out as ``tools=[{"type": "function", "function": {...}}]`` (nothing
 when none are offered); the ``delta.tool_calls`` fragments of choice 0 are joined into complete
 calls, emitted once after the text. A tool loop's assistant calls and tool results go out as
-``tool_calls`` / ``role: tool`` messages; ``temperature`` when the request has one. The SDK never
+``tool_calls`` / ``role: tool`` messages; ``temperature`` when the request has one, and every
+request option (structured output, tool choice, ``strict`` tools, sampling) as itself
+(:func:`~turngate.providers.request_params.openai_params`). The SDK never
 retries (``max_retries=0``): Temporal owns retries, and every failure is classified here into a
 :class:`ProviderError`.
 """
@@ -18,7 +20,8 @@ import openai
 
 from turngate.providers.base import ProviderRequest, ResponseIdOnce, StreamChunk, Usage
 from turngate.providers.error_classification import classify_exception
-from turngate.providers.tool_calls import ToolCallAccumulator, function_tools, openai_message
+from turngate.providers.request_params import openai_params
+from turngate.providers.tool_calls import ToolCallAccumulator, openai_message
 from turngate.settings import Settings
 
 NO_KEY = "unused"  # some OpenAI-compatible servers need no key; the SDK insists on one
@@ -64,13 +67,7 @@ class OpenAIChatProvider:
             "messages": [openai_message(m) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
-        }
-        if request.max_tokens is not None:
-            params["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if request.tools:
-            params["tools"] = function_tools(request.tools)
+        } | openai_params(request)
         usage = Usage()
         calls = ToolCallAccumulator(self.name)
         response_id = ResponseIdOnce()

@@ -17,7 +17,8 @@ from turngate.providers.base import ChatMessage, ToolCallChunk, ToolDefinition
 
 
 def function_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
-    """``[{"type": "function", "function": {name, description, parameters}}]`` (OpenAI, Ollama)."""
+    """``[{"type": "function", "function": {name, description, parameters}}]`` (OpenAI, Ollama;
+    OpenAI's ``strict`` is added by :func:`~turngate.providers.request_params.openai_tools`)."""
     return [
         {
             "type": "function",

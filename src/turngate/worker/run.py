@@ -45,6 +45,7 @@ from turngate.telemetry.genai_metrics import configure_genai_metrics, flush_gena
 from turngate.temporal_client import connect, ensure_search_attributes
 from turngate.worker.boundary import load_boundary, store_boundary_configs
 from turngate.worker.health import WorkerHealth, serve_worker_endpoints
+from turngate.worker.llm_capacity import llm_worker_identity
 from turngate.worker.sandbox import workflow_runner
 from turngate.workflows.turn import TurnWorkflow
 
@@ -122,6 +123,8 @@ async def running_worker(
             client,
             task_queue=settings.llm_task_queue,
             activities=[calls.call_provider, steps.call_and_record],
+            # /status sums the limits the pollers of this queue name (api/llm_capacity.py)
+            identity=llm_worker_identity(client.identity, settings.llm_concurrency),
             # The provider calls' own limit is llm_concurrency (ProviderActivities); the extra
             # slots let turn steps append their DECISION and EXECUTION meanwhile.
             max_concurrent_activities=settings.llm_concurrency + LEDGER_STEP_SLOTS,

@@ -11,8 +11,10 @@ from typing import Any
 
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
+from turngate.core.client_context import recorded_request_options
 from turngate.core.model_resolution import ModelResolution
 from turngate.core.payloads import ExecutionPayload
+from turngate.core.request_options import check_output
 from turngate.core.safety import SafetyRules
 from turngate.core.sampling import sampled
 from turngate.core.tools import ToolSpec, admit_tool_calls, first_transition, next_phase_for
@@ -41,6 +43,7 @@ def executed(
     says how)."""
     if answer is not None:
         payload = with_tool_calls(payload, answer.tool_calls, list(context.offered), context.inputs)
+        payload = with_output_check(payload, answer, context.inputs)
     if context.exchanges_count is not None:
         payload = payload.model_copy(update={"exchanges_count": context.exchanges_count})
     debug = context.inputs.get("debug_snapshot") is True
@@ -117,6 +120,20 @@ def execution_error(
             "message": cause.message,
         }
     return {"provider": provider, "status_code": None, "code": "provider.error", "message": str(exc)}
+
+
+def with_output_check(
+    payload: ExecutionPayload, answer: ProviderCallResult, inputs: Mapping[str, Any]
+) -> ExecutionPayload:
+    """The answer checked against the JSON the client asked for (``response_format``): only when
+    it asked, and the whole answer is inline (an offloaded answer is not read back here)."""
+    options = recorded_request_options(inputs)
+    if options is None or options.response_format is None or answer.output_artifact is not None:
+        return payload
+    if answer.tool_calls and not answer.output_text:
+        return payload  # the model called a tool instead of answering: nothing to check
+    check = check_output(answer.output_text, options.response_format)
+    return payload if check is None else payload.model_copy(update={"output_check": check.recorded()})
 
 
 def with_tool_calls(

@@ -16,6 +16,7 @@ from turngate.core.messages import ChatMessage
 from turngate.core.model_aliases import ModelsConfig
 from turngate.core.model_resolution import ModelResolution, ProviderCatalog
 from turngate.core.prompt_layers import PromptConfig
+from turngate.core.request_options import ProviderOptions
 from turngate.core.safety import SafetyRules, SafetyVerdict
 from turngate.core.spend import (
     SpendSnapshot,
@@ -210,6 +211,16 @@ class ProviderCallInput(_Model):
     # The prompt pack's output safety rules: the activity checks the whole answer before
     # anything of it is offloaded or returned (None: no rules).
     output_safety: SafetyRules | None = None
+    # The client's structured output, tool choice and sampling options (None: it sent none;
+    # then absent from the dump, so a call without them serialises as it always did).
+    options: ProviderOptions | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_options(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("options") is None:
+            dumped.pop("options", None)
+        return dumped
 
 
 class ProviderCallResult(_Model):

@@ -16,7 +16,12 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from turngate.core.assembly import Assembly, assemble, uses_tool_messages
-    from turngate.core.client_context import ClientContext, InvalidClientContext, client_context_of
+    from turngate.core.client_context import (
+        ClientContext,
+        InvalidClientContext,
+        client_context_of,
+        provider_options,
+    )
     from turngate.core.context import ContextConfig
     from turngate.core.decision import DecisionOutcome, decide
     from turngate.core.events import Event, IntentEnvelope
@@ -317,6 +322,7 @@ def _provider_call(
         message_artifact=message_artifact(envelope),
         output_safety=output_safety_rules(prompts if system is not None else None),
         message_artifacts=dict(assembly.message_artifacts),
+        options=provider_options(client),
     )
 
 

@@ -2,7 +2,8 @@
 
 A user message whose text is an earlier INTENT's message, or an assistant message whose text is
 an earlier EXECUTION's answer, becomes a declared ref to that event (by its event digest). The
-match is by the sha256 of the text (for offloaded texts, the artifact's sha256), in order: each
+match is by the sha256 of the text without leading and trailing whitespace (for offloaded texts,
+the artifact's sha256 of the text as recorded), in order: each
 message is looked for after the event the previous match found, so one recorded exchange is
 never matched twice. What matches nothing is returned as unmatched.
 
@@ -45,12 +46,18 @@ class HistoryMessage:
     tool_calls: tuple[ClientToolCall, ...] = ()  # an assistant message's calls
     tool_results: tuple[ClientToolResult, ...] = ()  # a run of tool messages
 
-    def fingerprint(self) -> str:
+    def fingerprints(self) -> tuple[str, ...]:
+        """What this message may stand for, best first: its text without the whitespace SDKs add
+        around it, then (for a text that was offloaded whole) exactly as sent."""
         if self.role == "tool":
-            return _results_fingerprint(self.tool_results)
+            return (_results_fingerprint(self.tool_results),)
+        texts = dict.fromkeys((_sha256_hex(normalized(self.content)), _sha256_hex(self.content)))
         if self.tool_calls:
-            return _calls_fingerprint(_sha256_hex(self.content), self.tool_calls)
-        return _sha256_hex(self.content)
+            return tuple(_calls_fingerprint(text, self.tool_calls) for text in texts)
+        return tuple(texts)
+
+    def fingerprint(self) -> str:
+        return self.fingerprints()[0]
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,12 @@ class HistoryMatch:
     ref_digests: tuple[str, ...]  # event digests, in the order matched
     unmatched: tuple[HistoryMessage, ...]
     last_turn_id: str | None  # the turn of the last matched event
+
+
+def normalized(text: str) -> str:
+    """A text as history matching compares it: without leading and trailing whitespace (SDKs and
+    frameworks add a trailing newline, or strip one, when they send an answer back)."""
+    return text.strip()
 
 
 def _sha256_hex(text: str) -> str:
@@ -86,7 +99,7 @@ def _intent_fingerprint(event: Event) -> str | None:
     if isinstance(body, Mapping) and body.get("message_truncated"):
         return _pointer_hex(body.get("message_artifact"))
     message = intent_message(event)
-    return _sha256_hex(message) if message else None
+    return _sha256_hex(normalized(message)) if message else None
 
 
 def _execution_fingerprint(event: Event) -> str | None:
@@ -96,14 +109,14 @@ def _execution_fingerprint(event: Event) -> str | None:
     text = event.payload.get("output_text")
     text_hex = pointer if pointer and event.payload.get("output_truncated") else None
     if text_hex is None and isinstance(text, str):
-        text_hex = _sha256_hex(text)
+        text_hex = _sha256_hex(normalized(text))
     calls = recorded_tool_calls(event.payload)
     if calls and text_hex is not None:
         return _calls_fingerprint(text_hex, calls)
     return text_hex if text else None
 
 
-def _fingerprint(event: Event) -> str | None:
+def event_fingerprint(event: Event) -> str | None:
     """What this event stands for in a ``messages`` list: a user's message, an answer, tool calls
     or tool results."""
     if event.kind == EventKind.INTENT:
@@ -120,7 +133,7 @@ def _index(ordered: Sequence[Event]) -> dict[tuple[EventKind, str], list[int]]:
     """(kind, fingerprint) -> the positions in ``ordered`` of the events it stands for, ascending."""
     index: dict[tuple[EventKind, str], list[int]] = defaultdict(list)
     for position, event in enumerate(ordered):
-        fingerprint = _fingerprint(event)
+        fingerprint = event_fingerprint(event)
         if fingerprint is not None:
             index[(event.kind, fingerprint)].append(position)
     return index
@@ -135,12 +148,16 @@ def match_history(history: Sequence[HistoryMessage], events: Sequence[Event]) ->
     unmatched: list[HistoryMessage] = []
     last_turn: str | None = None
     for message in history:
-        positions = index.get((_KIND_FOR_ROLE[message.role], message.fingerprint()), ())
-        found = bisect_left(positions, cursor)  # the first such event after the last match
-        if found == len(positions):
+        hits = []
+        for fingerprint in message.fingerprints():
+            positions = index.get((_KIND_FOR_ROLE[message.role], fingerprint), [])
+            found = bisect_left(positions, cursor)  # the first such event after the last match
+            if found < len(positions):
+                hits.append(positions[found])
+        if not hits:
             unmatched.append(message)
             continue
-        hit = positions[found]
+        hit = min(hits)
         refs.append(ordered[hit].digest)
         last_turn = ordered[hit].turn_id
         cursor = hit + 1

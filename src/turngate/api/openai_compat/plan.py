@@ -15,6 +15,7 @@ from typing import Any
 
 from turngate.api.cpu_pool import in_cpu_process, in_cpu_thread, shareable_ledger, worker_ledger
 from turngate.api.ingress import json_object
+from turngate.api.openai_compat.conversation import RETRY_COUNT_HEADER
 from turngate.api.openai_compat.turn import IDEMPOTENCY_HEADER, THREAD_HEADER, PlannedTurn, plan_turn
 from turngate.api.openai_compat.wire import ChatCompletionRequest, parse_chat_request
 from turngate.core.events import AdmissionError
@@ -65,7 +66,8 @@ async def plan_call(
 ) -> Planned:
     """:func:`plan_request` for a raw body, off the event loop: in a worker process (one at a
     time per key), or (a ledger only this process can open) on the bounded thread pool."""
-    wanted = {name: headers[name] for name in (THREAD_HEADER, IDEMPOTENCY_HEADER) if name in headers}
+    names = (THREAD_HEADER, IDEMPOTENCY_HEADER, RETRY_COUNT_HEADER)
+    wanted = {name: headers[name] for name in names if name in headers}
     tenant_id = principal.tenant_id
     if shareable_ledger(settings.effective_ledger_url):
         return await in_cpu_process(

@@ -46,12 +46,40 @@ from turngate.security.streams import stream_slots
 
 router = APIRouter(tags=["openai"])
 
-#: Provider error codes answered 429 / 503 (with Retry-After); any other failure is a 500.
+#: Provider error codes answered 429 / 503 (with Retry-After); the vendor's other refusals keep
+#: their 4xx status; anything else is our own fault, a 500 (docs/OPENAI.md, "Errors").
 RATE_LIMITED = frozenset({"provider.rate_limited"})
 UNAVAILABLE = frozenset(
-    {"llm.timeout", "provider.timeout", "provider.overloaded", "provider.connection", "SYSTEM_ERROR"}
+    {
+        "llm.timeout",
+        "provider.timeout",
+        "provider.overloaded",
+        "provider.connection",
+        "SYSTEM_ERROR",
+    }
+)
+#: The vendor refused the request as malformed: the client's request, answered with the status.
+CLIENT_FAULTS = {
+    "provider.bad_request": 400,
+    "provider.unsupported_parameter": 400,
+    "provider.not_found": 404,
+    "provider.request_too_large": 413,
+    "provider.unprocessable": 422,
+    "provider.client_error": 400,
+}
+#: The vendor failed, or refused the gateway's own credentials: not the client's fault.
+BAD_GATEWAY = frozenset(
+    {"provider.server_error", "provider.auth", "provider.missing_credentials", "provider.invalid_response"}
 )
 RETRY_AFTER_S = "1"
+#: The model made tool calls the gateway did not admit (docs/OPENAI.md, "Tool calls").
+REJECTED_TOOL_CALLS_STATUS = 422
+REASON_HEADER = "X-Turngate-Reason-Code"
+#: On a recorded outcome (a DENY, a failed call, refused tool calls): a retry of the same
+#: request finds the same recorded turn, so the OpenAI SDK is told not to retry (it honours
+#: ``x-should-retry``); a turn still running (504) is worth a retry, which waits for it.
+NO_RETRY = {"x-should-retry": "false"}
+OUTPUT_CHECK_HEADER = "X-Turngate-Output-Check"
 
 
 def execution_error_status(code: str) -> int:
@@ -59,7 +87,35 @@ def execution_error_status(code: str) -> int:
         return 429
     if code in UNAVAILABLE:
         return 503
+    if code in CLIENT_FAULTS:
+        return CLIENT_FAULTS[code]
+    if code in BAD_GATEWAY:
+        return 502
     return 500
+
+
+def rejected_calls(execution: Event, chat: ChatCompletionRequest) -> list[dict[str, Any]]:
+    """The model's calls the gateway refused to forward that the client must hear of (never
+    dropped silently: the answer becomes a 422 naming them): calls to the client's own tools, and
+    calls to tools nobody offered. A prompt pack's tool called badly is the pack's business
+    (recorded, as on every endpoint)."""
+    rejected = execution.payload.get("tool_calls_rejected")
+    if not isinstance(rejected, list):
+        return []
+    client_tools = {tool.function.name for tool in chat.tools or ()}
+    return [
+        call
+        for call in rejected
+        if isinstance(call, dict)
+        and (call.get("name") in client_tools or call.get("reason_code") == "tool.not_offered")
+    ]
+
+
+def rejected_message(rejected: list[dict[str, Any]]) -> tuple[str, str]:
+    """(code, message) of an answer whose tool calls were refused."""
+    code = str(rejected[0].get("reason_code") or "tool.invalid_arguments")
+    parts = [f"{call.get('name')!r} ({call.get('reason_code')}: {call.get('detail')})" for call in rejected]
+    return code, "the model's tool calls were not admitted: " + "; ".join(parts)
 
 
 def _turn_headers(turn: PlannedTurn, decision: str | None) -> dict[str, str]:
@@ -102,14 +158,15 @@ def _denied(turn: PlannedTurn, decision: Event) -> JSONResponse:
     codes = [str(code) for code in decision.payload.get("reason_codes") or []] or ["policy.denied"]
     detail = (decision.payload.get("error") or {}).get("detail")
     message = f"turngate denied this turn: {', '.join(codes)}" + (f" ({detail})" if detail else "")
-    return openai_error(403, codes[0], message, headers=_turn_headers(turn, "DENY"))
+    headers = _turn_headers(turn, "DENY") | {REASON_HEADER: codes[0]} | NO_RETRY
+    return openai_error(403, codes[0], message, headers=headers)
 
 
 def _failed(turn: PlannedTurn, execution: Event) -> JSONResponse:
     error = execution.payload.get("error") or {}
     code = str(error.get("code") or "provider.error")
     status = execution_error_status(code)
-    headers = _turn_headers(turn, "ALLOW")
+    headers = _turn_headers(turn, "ALLOW") | {REASON_HEADER: code} | NO_RETRY
     if status in (429, 503):
         headers["Retry-After"] = RETRY_AFTER_S
     return openai_error(
@@ -206,7 +263,20 @@ async def _answer(
         )
     if execution.payload.get("error"):
         return _failed(turn, execution)
-    return JSONResponse(completion_body(execution, chat.model), headers=_turn_headers(turn, "ALLOW"))
+    rejected = rejected_calls(execution, chat)
+    if rejected:
+        code, message = rejected_message(rejected)
+        headers = _turn_headers(turn, "ALLOW") | {REASON_HEADER: code} | NO_RETRY
+        return openai_error(REJECTED_TOOL_CALLS_STATUS, code, message, headers=headers)
+    return JSONResponse(completion_body(execution, chat.model), headers=_answer_headers(turn, execution))
+
+
+def _answer_headers(turn: PlannedTurn, execution: Event) -> dict[str, str]:
+    headers = _turn_headers(turn, "ALLOW")
+    check = execution.payload.get("output_check")
+    if isinstance(check, dict):
+        headers[OUTPUT_CHECK_HEADER] = "valid" if check.get("valid") else "invalid"
+    return headers
 
 
 def _review_pending(turn: PlannedTurn, review: dict[str, Any]) -> JSONResponse:
@@ -255,6 +325,10 @@ async def _completion_stream(
     if error:
         code = str(error.get("code") or "provider.error")
         yield error_frame(execution_error_status(code), code, str(error.get("message") or code))
+        return
+    rejected = rejected_calls(execution, chat)
+    if rejected:
+        yield error_frame(REJECTED_TOOL_CALLS_STATUS, *rejected_message(rejected))
         return
     model = model_of(execution, chat.model)
     calls = tool_calls_of(execution)

@@ -3,11 +3,15 @@
 The last message is the turn's message (it must be a user message), or the last messages are the
 results of the tool calls of the assistant message before them (a tool loop continues: they are
 recorded as ``client_context.tool_results`` and the message is their contents joined). A
-``temperature`` is recorded in the client context too (only when sent). Earlier user/assistant
-messages that match recorded events of the thread become declared refs; the rest is refused or
-recorded as client context (``TURNGATE_OPENAI_UNMATCHED_HISTORY``). System (and developer)
-messages are recorded as client context and placed after the prompt pack's system prompt, or
-refused (``TURNGATE_OPENAI_CLIENT_SYSTEM``). Function tools are recorded as client tools.
+``temperature`` and the other request options (structured output, forced tool choice, sampling)
+are recorded in the client context too (only when sent). The thread is the one named, else the
+one a stateless client's history continues (:mod:`~turngate.api.openai_compat.conversation`),
+else a new one; the turn id comes from the idempotency key, else from the messages. Earlier
+user/assistant messages that match recorded events of the thread become declared refs; the rest
+is recorded as client context, or, on a named thread, refused
+(``TURNGATE_OPENAI_UNMATCHED_HISTORY``). System (and developer) messages are recorded as client
+context and placed after the prompt pack's system prompt, or refused
+(``TURNGATE_OPENAI_CLIENT_SYSTEM``). Function tools are recorded as client tools.
 """
 
 from __future__ import annotations
@@ -15,15 +19,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
+from turngate.api.openai_compat.conversation import (
+    choose_turn_id,
+    continued_thread,
+    is_retry,
+    message_chain,
+)
 from turngate.api.openai_compat.history import HistoryMatch, HistoryMessage, match_history
-from turngate.api.openai_compat.wire import ChatCompletionRequest, RequestMessage
+from turngate.api.openai_compat.wire import ChatCompletionRequest, RequestMessage, request_options
 from turngate.core.client_context import (
     CLIENT_CONTEXT_KEY,
     ClientMessage,
@@ -33,6 +42,7 @@ from turngate.core.client_context import (
 )
 from turngate.core.events import AdmissionError, Event
 from turngate.core.header_values import decode_header_id
+from turngate.core.request_options import REQUEST_OPTIONS_KEY
 from turngate.ledger import LedgerStore
 from turngate.ledger.rows import (
     MAX_PAGE,
@@ -181,6 +191,13 @@ def _split(chat: ChatCompletionRequest) -> _Split:
     return _Split(current=current, system=system, history=history, tool_results=tool_results)
 
 
+def _current_message(split: _Split) -> HistoryMessage:
+    """The turn's input as a message of its conversation's chain."""
+    if split.tool_results:
+        return HistoryMessage(position=-1, role="tool", content="", tool_results=tuple(split.tool_results))
+    return HistoryMessage(position=-1, role="user", content=split.current)
+
+
 def _client_messages(message: HistoryMessage) -> list[ClientMessage]:
     """An unmatched history message as client context (a run of tool results: one each)."""
     if message.role == "tool":
@@ -201,10 +218,8 @@ def _client_messages(message: HistoryMessage) -> list[ClientMessage]:
 
 
 def _client_tools(chat: ChatCompletionRequest) -> list[ClientTool]:
-    if chat.tool_choice not in (None, "auto", "none"):
-        raise AdmissionError(
-            "openai.unsupported_parameter", "tool_choice must be 'auto' or 'none'", "tool_choice"
-        )
+    """The offered tools (none for ``tool_choice: "none"``: not offering them is how it is
+    honoured on every vendor)."""
     if not chat.tools or chat.tool_choice == "none":
         return []
     tools: list[ClientTool] = []
@@ -215,6 +230,7 @@ def _client_tools(chat: ChatCompletionRequest) -> list[ClientTool]:
                 name=function.name,
                 description=function.description or function.name,
                 parameters=function.parameters or {"type": "object", "properties": {}},
+                strict=function.strict,
             )
             client_tool.spec()  # the checks a prompt pack's tool passes (parameters of type object)
             tools.append(client_tool)
@@ -222,8 +238,8 @@ def _client_tools(chat: ChatCompletionRequest) -> list[ClientTool]:
             raise AdmissionError(
                 "openai.invalid_tool",
                 f"tools[{index}] {function.name!r}: {exc.errors(include_url=False)[0].get('msg')} "
-                "(names: lowercase letters, digits and '_', starting with a letter; parameters: "
-                "a JSON schema of type 'object')",
+                "(names: 1 to 64 letters, digits, '_' or '-'; parameters: a JSON schema of type "
+                "'object')",
                 f"tools[{index}]",
             ) from exc
     return tools
@@ -240,11 +256,9 @@ def thread_from_header(value: str | None) -> str | None:
     return decode_header_id(value)
 
 
-def correlation_id_for(tenant_id: str | None, thread_id: str | None, idempotency_key: str | None) -> str:
-    """The turn's correlation id (the response ``id``): derived from the idempotency key (so a
-    retried call names the same turn), else fresh."""
-    if idempotency_key is None:
-        return f"chatcmpl-{uuid.uuid4().hex}"
+def correlation_id_for(tenant_id: str | None, thread_id: str | None, idempotency_key: str) -> str:
+    """The turn's correlation id (the response ``id``) for an idempotency key: a retried call
+    names the same turn."""
     raw = "\x1f".join((tenant_id or "", thread_id or "", idempotency_key))
     return f"chatcmpl-{hashlib.sha256(raw.encode('utf-8')).hexdigest()[:32]}"
 
@@ -270,33 +284,43 @@ def plan_turn(
 ) -> PlannedTurn:
     """The envelope for this request (blocking: reads the thread's events)."""
     metadata = chat.metadata or {}
-    thread = thread_from_header(headers.get(THREAD_HEADER)) or metadata.get("thread_id")
+    named = thread_from_header(headers.get(THREAD_HEADER)) or metadata.get("thread_id")
     key = headers.get(IDEMPOTENCY_HEADER) or metadata.get("idempotency_key")
-    correlation_id = correlation_id_for(tenant_id, thread, key)
     split = _split(chat)
     tools = _client_tools(chat)
+    options = request_options(chat)
     if split.system and settings.openai_client_system == "refuse":
         raise AdmissionError(
             "openai.system_message_refused",
             "this gateway does not accept client system messages (TURNGATE_OPENAI_CLIENT_SYSTEM=refuse)",
             "messages",
         )
+    thread = named
+    if thread is None:  # a stateless client: the thread its history continues, if any
+        continued = continued_thread(store, tenant_id, split.history)
+        thread = continued.thread_id if continued is not None else None
+    if key is not None:
+        correlation_id = correlation_id_for(tenant_id, named, key)
+    else:
+        chain = message_chain([*split.history, _current_message(split)])
+        correlation_id = choose_turn_id(store, tenant_id, named, chain, retry=is_retry(headers))
     match = HistoryMatch(ref_digests=(), unmatched=tuple(split.history), last_turn_id=None)
     if thread and split.history:
         match = match_history(split.history, thread_events(store, thread, tenant_id))
-    if match.unmatched and settings.openai_unmatched_history == "refuse":
+    # Only a thread the client named refuses history it does not hold: a stateless client's
+    # unmatched history starts a new thread, recorded as its client context.
+    if match.unmatched and named and settings.openai_unmatched_history == "refuse":
         positions = ", ".join(str(m.position) for m in match.unmatched)
         raise AdmissionError(
             "openai.unmatched_history",
-            f"messages [{positions}] match no recorded event of "
-            f"{'thread ' + repr(thread) if thread else 'a thread (none was named)'}; send only the "
-            f"thread's recorded exchanges (name the thread with {THREAD_HEADER} or metadata.thread_id), "
-            "or let the gateway record them as client context (TURNGATE_OPENAI_UNMATCHED_HISTORY=record)",
+            f"messages [{positions}] match no recorded event of thread {named!r}; send only the "
+            f"thread's recorded exchanges, or let the gateway record them as client context "
+            "(TURNGATE_OPENAI_UNMATCHED_HISTORY=record)",
             "messages",
         )
     client_messages = [*split.system] + [c for m in match.unmatched for c in _client_messages(m)]
     inputs: dict[str, Any] = {}
-    if client_messages or tools or split.tool_results or chat.temperature is not None:
+    if client_messages or tools or split.tool_results or chat.temperature is not None or options:
         context: dict[str, Any] = {
             "source": CLIENT_CONTEXT_SOURCE,
             "messages": [m.model_dump(mode="json") for m in client_messages],
@@ -307,6 +331,8 @@ def plan_turn(
             context["tool_results"] = [r.model_dump(mode="json") for r in split.tool_results]
         if chat.temperature is not None:
             context["temperature"] = chat.temperature
+        if options is not None:
+            context[REQUEST_OPTIONS_KEY] = options.recorded()
         inputs[CLIENT_CONTEXT_KEY] = context
     max_tokens = chat.max_completion_tokens or chat.max_tokens
     thread_id = thread or correlation_id

@@ -15,6 +15,7 @@ from pydantic_core import PydanticCustomError
 from turngate.core.client_context import recorded_tool_calls
 from turngate.core.events import AdmissionError, Event
 from turngate.core.json_depth import EMBEDDED_NOT_UTF8, EMBEDDED_TOO_DEEP, embedded_json_problem
+from turngate.core.request_options import ReasoningEffort, RequestOptions, ResponseFormat, ToolChoice
 
 #: OpenAI error ``type`` per HTTP status class (what SDKs show next to the message).
 _ERROR_TYPES = {
@@ -56,7 +57,9 @@ _REASON_BY_ERROR = {
 
 
 class _Open(BaseModel):
-    # OpenAI adds fields often: unknown ones are accepted and ignored (never recorded).
+    # Inside messages, tools and options: what SDKs echo back (an assistant message's
+    # ``refusal``, ``annotations``, a participant ``name``) is accepted and ignored. The request's
+    # own fields are all listed (ChatCompletionRequest): an unknown one is refused.
     model_config = ConfigDict(extra="ignore")
 
 
@@ -114,6 +117,7 @@ class FunctionDefinition(_Open):
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
+    strict: bool | None = None
 
 
 class RequestTool(_Open):
@@ -125,23 +129,163 @@ class StreamOptions(_Open):
     include_usage: bool = False
 
 
-class ChatCompletionRequest(_Open):
+#: Request fields this gateway cannot honour: refused (400 ``openai.unsupported_parameter``)
+#: when set to anything but their default (docs/OPENAI.md, "Request fields").
+REFUSED_FIELDS = (
+    "audio",
+    "functions",
+    "function_call",
+    "prediction",
+    "web_search_options",
+    "top_logprobs",
+    "service_tier",
+    "verbosity",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "safety_identifier",
+)
+UNSUPPORTED_PARAMETER = "openai.unsupported_parameter"
+
+
+class ChatCompletionRequest(BaseModel):
+    """Every field of OpenAI's Chat Completions request: each is honoured, recorded or refused;
+    a field this model does not know is refused (``openai.unsupported_parameter``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     model: Annotated[str, Field(min_length=1)]
     messages: Annotated[list[RequestMessage], Field(min_length=1)]
-    stream: bool = False
+    stream: bool | None = False
     stream_options: StreamOptions | None = None
     tools: list[RequestTool] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    logprobs: bool | None = None
+    logit_bias: dict[str, Any] | None = None
     metadata: dict[str, str] | None = None
     user: str | None = None
     n: int | None = None
+    store: bool | None = None
+    modalities: list[str] | None = None
+    audio: Any = None
+    functions: Any = None
+    function_call: Any = None
+    prediction: Any = None
+    web_search_options: Any = None
+    top_logprobs: Any = None
+    service_tier: Any = None
+    verbosity: Any = None
+    prompt_cache_key: Any = None
+    prompt_cache_retention: Any = None
+    safety_identifier: Any = None
 
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.stream)
+
+
+def _refuse(field: str, why: str) -> AdmissionError:
+    return AdmissionError(UNSUPPORTED_PARAMETER, f"{field}: {why} (docs/OPENAI.md, 'Request fields')", field)
+
+
+def _check_refused(request: ChatCompletionRequest) -> None:
+    for name in REFUSED_FIELDS:
+        if getattr(request, name) is not None:
+            raise _refuse(name, "not supported by this gateway")
+    if request.n not in (None, 1):
+        raise _refuse("n", "must be 1 (one turn, one answer)")
+    if request.logprobs:
+        raise _refuse("logprobs", "log probabilities are not recorded or returned")
+    if request.logit_bias:
+        raise _refuse("logit_bias", "not supported by this gateway")
+    if request.store:
+        raise _refuse("store", "this gateway does not store completions at the vendor")
+    if request.modalities not in (None, ["text"]):
+        raise _refuse("modalities", "only text is supported")
+    extra = sorted(set(request.metadata or {}) - {"thread_id", "idempotency_key"})
+    if extra:
+        raise _refuse("metadata", f"keys {extra} are not supported (only thread_id, idempotency_key)")
+
+
+def _response_format(raw: dict[str, Any] | None) -> ResponseFormat | None:
+    if raw is None or raw.get("type") == "text":
+        return None  # text is the default: nothing to ask for or check
+    if raw.get("type") == "json_schema" and isinstance(raw.get("json_schema"), dict):
+        inner = raw["json_schema"]
+        if not isinstance(inner.get("schema", {}), dict):
+            raise AdmissionError(
+                "admission.invalid_value",
+                "response_format.json_schema.schema must be an object",
+                "response_format",
+            )
+    try:
+        return ResponseFormat.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in ("response_format", *first.get("loc", ())))
+        raise AdmissionError("admission.invalid_value", f"{where}: {first.get('msg')}", where) from exc
+
+
+def _tool_choice(raw: str | dict[str, Any] | None, tools: list[RequestTool] | None) -> ToolChoice | None:
+    if raw is None:
+        return None
+    names = {tool.function.name for tool in tools or ()}
+    if isinstance(raw, str):
+        if raw not in ("none", "auto", "required"):
+            raise AdmissionError(
+                "admission.invalid_value", f"tool_choice {raw!r} is not none, auto or required", "tool_choice"
+            )
+        if raw == "required" and not names:
+            raise AdmissionError(
+                "openai.invalid_tool_choice", "tool_choice 'required' needs tools", "tool_choice"
+            )
+        return ToolChoice(mode=raw)
+    function = raw.get("function")
+    name = function.get("name") if raw.get("type") == "function" and isinstance(function, dict) else None
+    if not isinstance(name, str):
+        raise _refuse("tool_choice", "only none, auto, required or {type: function, function: {name}}")
+    if name not in names:
+        raise AdmissionError(
+            "openai.invalid_tool_choice",
+            f"tool_choice names {name!r}, which is not among the tools offered ({sorted(names)})",
+            "tool_choice",
+        )
+    return ToolChoice(mode="function", name=name)
+
+
+def request_options(request: ChatCompletionRequest) -> RequestOptions | None:
+    """The options the request set, as they are recorded (None: it set none)."""
+    stop = [request.stop] if isinstance(request.stop, str) else request.stop
+    choice = _tool_choice(request.tool_choice, request.tools)
+    options = RequestOptions(
+        response_format=_response_format(request.response_format),
+        # auto is what an offered tool means, none is honoured by offering no tools: only a
+        # forced choice is recorded and sent
+        tool_choice=choice if choice is not None and choice.mode in ("required", "function") else None,
+        parallel_tool_calls=request.parallel_tool_calls,
+        top_p=request.top_p,
+        seed=request.seed,
+        stop=tuple(stop) if stop else None,
+        frequency_penalty=request.frequency_penalty,
+        presence_penalty=request.presence_penalty,
+        reasoning_effort=request.reasoning_effort,
+        max_completion_tokens=True if request.max_completion_tokens is not None else None,
+    )
+    return options if options.recorded() else None
 
 
 def parse_chat_request(data: Any) -> ChatCompletionRequest:
@@ -152,10 +296,11 @@ def parse_chat_request(data: Any) -> ChatCompletionRequest:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first.get("loc", ()))
+        if first.get("type") == "extra_forbidden":
+            raise _refuse(where, "unknown to this gateway") from exc
         code = _REASON_BY_ERROR.get(str(first.get("type")), "admission.invalid_value")
         raise AdmissionError(code, f"{where}: {first.get('msg')}", where) from exc
-    if request.n not in (None, 1):
-        raise AdmissionError("openai.unsupported_parameter", "n must be 1 (one turn, one answer)", "n")
+    _check_refused(request)
     return request
 
 
