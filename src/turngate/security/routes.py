@@ -34,6 +34,9 @@ ROUTE_ROLES: dict[str, str] = {
     # what /capabilities offers.
     "/v1/chat/completions": ROLE_INTENT_WRITE,
     "/v1/models": AUTHENTICATED,
+    # The Responses and Anthropic Messages endpoints (docs/RESPONSES-AND-MESSAGES.md): intents too.
+    "/v1/responses": ROLE_INTENT_WRITE,
+    "/v1/messages": ROLE_INTENT_WRITE,
     # Operational, cross-tenant aggregates: operators only.
     "/metrics": OPERATOR,
     # Decrypts every prompt and answer in Temporal histories (the Temporal UI's codec server),

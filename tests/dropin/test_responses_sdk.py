@@ -1,0 +1,122 @@
+"""The official ``openai`` SDK's Responses API, unmodified but for base_url and key, against
+``/v1/responses``: text, streaming, tools, ``previous_response_id``, structured output, errors.
+
+One stack per module (a real Temporal dev server, the worker and the API in process); the
+provider is a fake OpenAI server on 127.0.0.1 that streams and calls a tool until it is given
+the result. Each test checks what the ledger recorded and that the thread verifies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import openai
+import pytest
+from pydantic import BaseModel
+
+from tests.dropin.conftest import REPLY, WEATHER_CALL, ToolLoopOpenAI, api_key, turn_events, verified
+from tests.stack import Stack
+
+WEATHER_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def client(stack: Stack, **kw: Any) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{stack.http.base_url}/v1", api_key=api_key(stack), max_retries=0, **kw)
+
+
+async def test_text_is_one_recorded_turn(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    sync = openai.OpenAI(base_url=f"{stack.http.base_url}/v1", api_key=api_key(stack), max_retries=0)
+    raw = await asyncio.to_thread(
+        sync.responses.with_raw_response.create,
+        model="gpt-4o-mini",
+        input="Say hello",
+        instructions="Be brief.",
+        max_output_tokens=50,
+    )
+    response = raw.parse()
+    assert response.object == "response" and response.status == "completed"
+    assert response.output_text == REPLY
+    assert response.id.startswith("resp_") and response.output[0].id.startswith("msg_")
+    assert response.usage is not None and response.usage.output_tokens == len(REPLY.split())
+    assert raw.headers["x-turngate-correlation-id"] == response.id
+    assert raw.headers["x-turngate-decision"] == "ALLOW"
+    events = await turn_events(stack, response.id)
+    assert set(events) == {"INTENT", "DECISION", "EXECUTION"}
+    intent = events["INTENT"]["payload"]
+    assert intent["payload"]["message"] == "Say hello"
+    assert intent["budget"] == {"max_tokens": 50}
+    context = intent["inputs"]["client_context"]
+    assert context["source"] == "openai.responses"
+    assert context["messages"] == [{"role": "system", "content": "Be brief.", "source": "system"}]
+    assert events["EXECUTION"]["payload"]["output_text"] == REPLY
+    sent = upstream.last_request.json
+    assert sent["messages"][-1] == {"role": "user", "content": "Say hello"}
+    await verified(stack, events["INTENT"]["thread_id"])
+
+
+async def test_streamed_events_and_final_response(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    async with client(stack).responses.stream(model="gpt-4o-mini", input="Stream it") as stream:
+        kinds = []
+        deltas = []
+        async for event in stream:
+            kinds.append(event.type)
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+        final = await stream.get_final_response()
+    assert "".join(deltas) == REPLY == final.output_text
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    events = await turn_events(stack, final.id)
+    assert events["EXECUTION"]["payload"]["output_text"] == REPLY
+    await verified(stack, events["INTENT"]["thread_id"])
+
+
+async def test_a_tool_loop_continued_by_previous_response_id(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    upstream.loop_calls = [WEATHER_CALL]
+    sdk = client(stack)
+    first = await sdk.responses.create(model="gpt-4o-mini", input="Weather in Vilnius?", tools=[WEATHER_TOOL])
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [
+        ("call_w1", "get_weather", {"city": "Vilnius"})
+    ]
+    second = await sdk.responses.create(
+        model="gpt-4o-mini",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": "call_w1", "output": "sunny, 21 C"}],
+        tools=[WEATHER_TOOL],
+    )
+    assert second.output_text == REPLY and second.previous_response_id == first.id
+    # the provider got the whole loop in its own shape
+    sent = upstream.last_request.json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[-1] == {"role": "tool", "content": "sunny, 21 C", "tool_call_id": "call_w1"}
+    # the ledger: one thread; the second turn declares the first one's events and records the result
+    firsts, seconds = await turn_events(stack, first.id), await turn_events(stack, second.id)
+    assert seconds["INTENT"]["thread_id"] == firsts["INTENT"]["thread_id"]
+    intent = seconds["INTENT"]["payload"]
+    assert [r["ref_id"] for r in intent["declared_refs"]] == [
+        firsts["INTENT"]["digest"],
+        firsts["EXECUTION"]["digest"],
+    ]
+    assert seconds["INTENT"]["parent_turn_id"] == firsts["INTENT"]["turn_id"]
+    assert intent["inputs"]["client_context"]["tool_results"] == [
+        {"tool_call_id": "call_w1", "content": "sunny, 21 C"}
+    ]
+    # a third turn after that carries the whole history
+    third = await sdk.responses.create(model="gpt-4o-mini", previous_response_id=second.id, input="Thanks!")
+    thirds = await turn_events(stack, third.id)
+    assert len(thirds["INTENT"]["payload"]["declared_refs"]) == 4
+    assert [m["role"] for m in upstream.last_request.json["messages"]][-2:] == ["assistant", "user"]
+    await verified(stack, firsts["INTENT"]["thread_id"])
