@@ -120,3 +120,97 @@ async def test_a_tool_loop_continued_by_previous_response_id(stack: Stack, upstr
     assert len(thirds["INTENT"]["payload"]["declared_refs"]) == 4
     assert [m["role"] for m in upstream.last_request.json["messages"]][-2:] == ["assistant", "user"]
     await verified(stack, firsts["INTENT"]["thread_id"])
+
+
+async def test_resent_output_items_continue_the_thread(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    """A stateless client (no previous_response_id, no header) resends the output items: their
+    ids name the turn, so the call continues its thread and the items become declared refs."""
+    upstream.loop_calls = [WEATHER_CALL]
+    sdk = client(stack)
+    question = {"role": "user", "content": "Weather in Vilnius?"}
+    first = await sdk.responses.create(model="gpt-4o-mini", input=[question], tools=[WEATHER_TOOL])
+    resent = [item.model_dump(exclude_none=True) for item in first.output]
+    result = {"type": "function_call_output", "call_id": "call_w1", "output": "rainy"}
+    second = await sdk.responses.create(
+        model="gpt-4o-mini", input=[question, *resent, result], tools=[WEATHER_TOOL]
+    )
+    assert second.output_text == REPLY
+    firsts, seconds = await turn_events(stack, first.id), await turn_events(stack, second.id)
+    assert seconds["INTENT"]["thread_id"] == firsts["INTENT"]["thread_id"]
+    assert [r["ref_id"] for r in seconds["INTENT"]["payload"]["declared_refs"]] == [
+        firsts["INTENT"]["digest"],
+        firsts["EXECUTION"]["digest"],
+    ]
+    assert "messages" not in seconds["INTENT"]["payload"]["inputs"]["client_context"] or not (
+        seconds["INTENT"]["payload"]["inputs"]["client_context"]["messages"]
+    )
+    await verified(stack, firsts["INTENT"]["thread_id"])
+
+
+async def test_streamed_tool_calls(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    upstream.loop_calls = [WEATHER_CALL]
+    upstream.reply = ""
+    async with client(stack).responses.stream(
+        model="gpt-4o-mini", input="Weather?", tools=[WEATHER_TOOL]
+    ) as stream:
+        kinds = [event.type async for event in stream]
+        final = await stream.get_final_response()
+    assert "response.output_text.delta" not in kinds
+    assert "response.function_call_arguments.done" in kinds and kinds[-1] == "response.completed"
+    assert [(item.type, item.call_id) for item in final.output] == [("function_call", "call_w1")]
+    events = await turn_events(stack, final.id)
+    assert events["EXECUTION"]["payload"]["tool_calls"][0]["name"] == "get_weather"
+    await verified(stack, events["INTENT"]["thread_id"])
+
+
+class Weather(BaseModel):
+    city: str
+    sky: str
+
+
+async def test_structured_output_parses(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    upstream.reply = json.dumps({"city": "Vilnius", "sky": "clear"})
+    parsed = await client(stack).responses.parse(model="gpt-4o-mini", input="Weather?", text_format=Weather)
+    assert parsed.output_parsed == Weather(city="Vilnius", sky="clear")
+    assert parsed.text.format is not None and parsed.text.format.type == "json_schema"
+    events = await turn_events(stack, parsed.id)
+    await verified(stack, events["INTENT"]["thread_id"])
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "param"),
+    [
+        ({"tools": [{"type": "web_search"}]}, "responses.unsupported_tool", "tools[0]"),
+        ({"previous_response_id": "resp_" + "0" * 32}, "responses.previous_response_not_found", None),
+        ({"store": False}, "responses.unsupported_parameter", "store"),
+        ({"background": True}, "responses.unsupported_parameter", "background"),
+        ({"input": [{"type": "reasoning", "summary": []}]}, "responses.unsupported_input", "input[0]"),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+            "responses.unsupported_content",
+            "input[0].content[0]",
+        ),
+        ({"tool_choice": {"type": "web_search_preview"}}, "responses.unsupported_parameter", "tool_choice"),
+    ],
+)
+async def test_what_cannot_be_honoured_is_a_400(
+    stack: Stack, upstream: ToolLoopOpenAI, args: dict[str, Any], code: str, param: str | None
+) -> None:
+    body: dict[str, Any] = {"model": "gpt-4o-mini", "input": "hi"} | args
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client(stack).responses.create(**body)
+    assert caught.value.code == code
+    if param is not None:
+        assert caught.value.param == param
+    assert upstream.requests == []
+
+
+async def test_deny_is_a_403_with_the_reason_code(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    with pytest.raises(openai.PermissionDeniedError) as caught:
+        await client(stack).responses.create(model="no-such-model", input="hi")
+    assert caught.value.code == "model.unavailable"
+    headers = caught.value.response.headers
+    assert headers["x-turngate-decision"] == "DENY"
+    events = await turn_events(stack, headers["x-turngate-correlation-id"])
+    assert set(events) == {"INTENT", "DECISION"}
+    assert upstream.requests == []
