@@ -48,6 +48,9 @@ ROUTE_ROLES: dict[str, str] = {
     "/policy/history": ROLE_ADMIN,
 }
 
+#: Routes that also take the key as Anthropic's ``x-api-key`` header (``Authorization`` wins).
+API_KEY_HEADER_ROUTES = frozenset({"/v1/messages"})
+
 #: JSON routes of the web UI (src/turngate/api/ui_api.py) read what /snapshot reads. Its static
 #: files are a mount, not API routes, and are public.
 UI_PREFIX = "/ui/"

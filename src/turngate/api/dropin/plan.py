@@ -126,7 +126,7 @@ def plan_translated(
         named = thread_from_header(wanted.get(THREAD_HEADER))
         if named is not None and named != translation.thread_id:
             raise AdmissionError(
-                "responses.thread_conflict",
+                "thread.conflict",
                 f"the {THREAD_HEADER} header names thread {named!r}, the request continues "
                 f"thread {translation.thread_id!r}",
                 THREAD_HEADER,
