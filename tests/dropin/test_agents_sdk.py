@@ -35,7 +35,9 @@ def run_config(stack: Stack) -> Any:
 
 
 def weather_agent(**kw: Any) -> Any:
-    return agents.Agent(name="weather", instructions="Answer briefly.", tools=[get_weather], model="gpt-4o-mini", **kw)
+    return agents.Agent(
+        name="weather", instructions="Answer briefly.", tools=[get_weather], model="gpt-4o-mini", **kw
+    )
 
 
 async def _check_two_turns(stack: Stack, first_id: str, second_id: str) -> None:
@@ -84,7 +86,9 @@ class Forecast(BaseModel):
 
 async def test_an_agent_with_an_output_type(stack: Stack, upstream: ToolLoopOpenAI) -> None:
     upstream.reply = Forecast(city="Riga", sky="cloudy").model_dump_json()
-    agent = agents.Agent(name="forecast", instructions="Answer in JSON.", output_type=Forecast, model="gpt-4o-mini")
+    agent = agents.Agent(
+        name="forecast", instructions="Answer in JSON.", output_type=Forecast, model="gpt-4o-mini"
+    )
     result = await agents.Runner.run(agent, "Forecast for Riga?", run_config=run_config(stack))
     assert result.final_output == Forecast(city="Riga", sky="cloudy")
     events = await turn_events(stack, str(result.raw_responses[0].response_id))

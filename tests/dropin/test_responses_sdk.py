@@ -28,7 +28,9 @@ WEATHER_TOOL = {
 
 
 def client(stack: Stack, **kw: Any) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=f"{stack.http.base_url}/v1", api_key=api_key(stack), max_retries=0, **kw)
+    return openai.AsyncOpenAI(
+        base_url=f"{stack.http.base_url}/v1", api_key=api_key(stack), max_retries=0, **kw
+    )
 
 
 async def test_text_is_one_recorded_turn(stack: Stack, upstream: ToolLoopOpenAI) -> None:
@@ -141,8 +143,9 @@ async def test_resent_output_items_continue_the_thread(stack: Stack, upstream: T
         firsts["INTENT"]["digest"],
         firsts["EXECUTION"]["digest"],
     ]
-    assert "messages" not in seconds["INTENT"]["payload"]["inputs"]["client_context"] or not (
-        seconds["INTENT"]["payload"]["inputs"]["client_context"]["messages"]
+    assert (
+        "messages" not in seconds["INTENT"]["payload"]["inputs"]["client_context"]
+        or not (seconds["INTENT"]["payload"]["inputs"]["client_context"]["messages"])
     )
     await verified(stack, firsts["INTENT"]["thread_id"])
 
@@ -191,6 +194,12 @@ async def test_structured_output_parses(stack: Stack, upstream: ToolLoopOpenAI) 
             "input[0].content[0]",
         ),
         ({"tool_choice": {"type": "web_search_preview"}}, "responses.unsupported_parameter", "tool_choice"),
+        # the shared checks name the request's own fields
+        (
+            {"instructions": "x", "input": [{"role": "assistant", "content": "Hi"}]},
+            "openai.last_message_not_user",
+            "input[0]",
+        ),
     ],
 )
 async def test_what_cannot_be_honoured_is_a_400(

@@ -21,8 +21,8 @@ from turngate.api.error_responses import error_response
 from turngate.api.ledger_outage import LedgerOutage
 from turngate.api.messages_api import routes as messages_routes
 from turngate.api.openai_compat import routes as openai_routes
-from turngate.api.responses_api import routes as responses_routes
 from turngate.api.openapi import ERRORS, install_openapi
+from turngate.api.responses_api import routes as responses_routes
 from turngate.api.state import ApiState
 from turngate.api.ui import mount_ui
 from turngate.api.watcher import LedgerWatcher

@@ -13,6 +13,7 @@ thread pool for a ledger only this process can open.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
@@ -52,6 +53,25 @@ class Translation:
     chat: dict[str, Any]  # a Chat Completions body
     thread_id: str | None = None  # the thread the request names in its own way (None: none)
     continues: Continuation | None = None
+    #: Where each of ``chat["messages"]`` came from in the request (``input[2]``, ``system``):
+    #: the shared checks' errors name those, not the translated list.
+    origins: tuple[str, ...] = ()
+
+
+_MESSAGE_POSITION = re.compile(r"messages\[(\d+)\]")
+
+
+def in_request_terms(exc: AdmissionError, origins: tuple[str, ...]) -> AdmissionError:
+    """``exc`` (about the translated ``messages``) naming where each message came from."""
+
+    def origin(found: re.Match[str]) -> str:
+        position = int(found.group(1))
+        return origins[position] if position < len(origins) else found.group(0)
+
+    if not origins:
+        return exc
+    field = _MESSAGE_POSITION.sub(origin, exc.field) if exc.field else exc.field
+    return AdmissionError(exc.reason_code, _MESSAGE_POSITION.sub(origin, exc.detail), field)
 
 
 @dataclass(frozen=True)
@@ -89,7 +109,9 @@ def renamed_id(prefix: str, correlation_id: str) -> str:
     return prefix + hashlib.sha256(correlation_id.encode("utf-8")).hexdigest()[:32]
 
 
-def _finished_turn(turn: PlannedTurn, prefix: str, source: str, continues: Continuation | None) -> PlannedTurn:
+def _finished_turn(
+    turn: PlannedTurn, prefix: str, source: str, continues: Continuation | None
+) -> PlannedTurn:
     """``turn`` with the front door's ids and client-context source, continuing ``continues``."""
     old = turn.correlation_id
     cid = renamed_id(prefix, old)
@@ -132,7 +154,10 @@ def plan_translated(
                 THREAD_HEADER,
             )
         wanted[THREAD_HEADER] = encode_header_id(translation.thread_id)
-    chat, turn = plan_request(translation.chat, wanted, settings, store, tenant_id)
+    try:
+        chat, turn = plan_request(translation.chat, wanted, settings, store, tenant_id)
+    except AdmissionError as exc:
+        raise in_request_terms(exc, translation.origins) from exc
     return Planned(request, chat, _finished_turn(turn, prefix, source, translation.continues))
 
 
@@ -147,7 +172,9 @@ def _plan_body(
     tenant_id: str | None,
 ) -> Planned[R]:
     ledger = store if store is not None else worker_ledger(settings.effective_ledger_url)
-    return plan_translated(translator, prefix, source, json_object(body), headers, settings, ledger, tenant_id)
+    return plan_translated(
+        translator, prefix, source, json_object(body), headers, settings, ledger, tenant_id
+    )
 
 
 async def plan_translated_call(
@@ -163,7 +190,20 @@ async def plan_translated_call(
     """:func:`plan_translated` for a raw body, off the event loop (as the Chat Completions
     planner runs: one call per key at a time in a worker process)."""
     wanted = {name: headers[name] for name in (THREAD_HEADER, IDEMPOTENCY_HEADER) if name in headers}
-    args = (translator, prefix, source, body, wanted, settings)
+    tenant_id = principal.tenant_id
     if shareable_ledger(settings.effective_ledger_url):
-        return await in_cpu_process(_plan_body, *args, None, principal.tenant_id, key=principal.limit_key)
-    return await in_cpu_thread(_plan_body, *args, store, principal.tenant_id)
+        return await in_cpu_process(
+            _plan_body,
+            translator,
+            prefix,
+            source,
+            body,
+            wanted,
+            settings,
+            None,
+            tenant_id,
+            key=principal.limit_key,
+        )
+    return await in_cpu_thread(
+        _plan_body, translator, prefix, source, body, wanted, settings, store, tenant_id
+    )

@@ -44,7 +44,11 @@ class ToolResultBlock(_Open):
 
 
 Block = TextBlock | ToolUseBlock | ToolResultBlock
-_BLOCKS: dict[str, type[Block]] = {"text": TextBlock, "tool_use": ToolUseBlock, "tool_result": ToolResultBlock}
+_BLOCKS: dict[str, type[Block]] = {
+    "text": TextBlock,
+    "tool_use": ToolUseBlock,
+    "tool_result": ToolResultBlock,
+}
 
 
 class Message(_Open):
@@ -149,7 +153,8 @@ def blocks(message: Message, position: int) -> list[Block]:
         if model is None:
             raise AdmissionError(
                 "anthropic.unsupported_content",
-                f"{where}: blocks of type {raw.get('type')!r} are not supported (text, tool_use, tool_result)",
+                f"{where}: blocks of type {raw.get('type')!r} are not supported "
+                "(text, tool_use, tool_result)",
                 where,
             )
         try:

@@ -34,7 +34,14 @@ async def create_message(request: Request, state: Annotated[ApiState, Depends(ap
     try:
         body = await read_body(request, settings.max_body_bytes)
         planned = await plan_translated_call(
-            translate, MESSAGE_PREFIX, CLIENT_CONTEXT_SOURCE, body, request.headers, settings, state.store, principal
+            translate,
+            MESSAGE_PREFIX,
+            CLIENT_CONTEXT_SOURCE,
+            body,
+            request.headers,
+            settings,
+            state.store,
+            principal,
         )
     except AdmissionError as exc:
         return anthropic_error(admission_refusal(exc))

@@ -149,7 +149,11 @@ def chat_body(request: MessagesRequest, messages: list[dict[str, Any]]) -> dict[
         body["tools"] = [
             {
                 "type": "function",
-                "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.input_schema,
+                }
                 | ({"strict": tool.strict} if tool.strict is not None else {}),
             }
             for tool in tools
@@ -173,13 +177,15 @@ def translate(data: Any, store: LedgerStore, tenant_id: str | None) -> tuple[Mes
     request = parse_request(data)
     ids = _CallIds(store, tenant_id)
     messages: list[dict[str, Any]] = []
+    origins: list[str] = []
     if request.system:
         system = request.system
         messages.append({"role": "system", "content": system if isinstance(system, str) else _parts(system)})
+        origins.append("system")
     for position, message in enumerate(request.messages):
         typed = blocks(message, position)
-        if message.role == "user":
-            messages += _user(typed, position, ids)
-        else:
-            messages.append(_assistant(typed, position, ids))
-    return request, Translation(chat_body(request, messages), ids.thread_id)
+        made = _user(typed, position, ids) if message.role == "user" else [_assistant(typed, position, ids)]
+        messages += made
+        origins += [f"messages[{position}]"] * len(made)
+    body = chat_body(request, messages)
+    return request, Translation(body, ids.thread_id, origins=tuple(origins))

@@ -54,7 +54,10 @@ def anthropic_error(refusal: Refusal) -> JSONResponse:
 
 def usage_of(execution: Event) -> dict[str, int]:
     usage = execution.payload.get("usage") or {}
-    return {"input_tokens": int(usage.get("input_tokens") or 0), "output_tokens": int(usage.get("output_tokens") or 0)}
+    return {
+        "input_tokens": int(usage.get("input_tokens") or 0),
+        "output_tokens": int(usage.get("output_tokens") or 0),
+    }
 
 
 def stop_reason(execution: Event) -> str:
@@ -65,7 +68,12 @@ def stop_reason(execution: Event) -> str:
 
 def tool_use_blocks(message_id: str, execution: Event) -> list[dict[str, Any]]:
     return [
-        {"type": "tool_use", "id": tool_use_id(message_id, position), "name": call.name, "input": call.arguments}
+        {
+            "type": "tool_use",
+            "id": tool_use_id(message_id, position),
+            "name": call.name,
+            "input": call.arguments,
+        }
         for position, call in enumerate(recorded_tool_calls(execution.payload))
     ]
 
@@ -133,12 +141,16 @@ class MessagesWire:
             yield _block_stop(index)
             index += 1
         delta = {"stop_reason": stop_reason(execution), "stop_sequence": None}
-        yield sse_frame("message_delta", {"type": "message_delta", "delta": delta, "usage": usage_of(execution)})
+        yield sse_frame(
+            "message_delta", {"type": "message_delta", "delta": delta, "usage": usage_of(execution)}
+        )
         yield sse_frame("message_stop", {"type": "message_stop"})
 
 
 def _block_start(index: int, block: dict[str, Any]) -> str:
-    return sse_frame("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+    return sse_frame(
+        "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
+    )
 
 
 def _delta(index: int, delta: dict[str, Any]) -> str:

@@ -75,6 +75,11 @@ class FunctionCallOutputItem(_Open):
 
 
 InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem
+_ITEMS: dict[str, type[InputItem]] = {
+    "message": MessageItem,
+    "function_call": FunctionCallItem,
+    "function_call_output": FunctionCallOutputItem,
+}
 
 #: Request fields turngate cannot honour: refused when sent with a value.
 REFUSED = {
@@ -153,11 +158,7 @@ def input_items(request: ResponsesRequest) -> list[InputItem]:
     items: list[InputItem] = []
     for index, raw in enumerate(request.input):
         kind = raw.get("type", "message" if "role" in raw else None)
-        model: type[InputItem] | None = {
-            "message": MessageItem,
-            "function_call": FunctionCallItem,
-            "function_call_output": FunctionCallOutputItem,
-        }.get(str(kind))
+        model = _ITEMS.get(str(kind))
         if model is None:
             raise AdmissionError(
                 "responses.unsupported_input",

@@ -11,9 +11,9 @@ from fastapi.responses import Response
 from turngate.api.dropin.answer import admission_refusal, serve_turn
 from turngate.api.dropin.plan import plan_translated_call
 from turngate.api.ingress import read_body
+from turngate.api.openai_compat.wire import openai_error
 from turngate.api.responses_api.translate import RESPONSE_PREFIX, translate
 from turngate.api.responses_api.wire import ResponsesWire
-from turngate.api.openai_compat.wire import openai_error
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import AdmissionError
 from turngate.security.auth import request_principal
@@ -34,7 +34,14 @@ async def create_response(request: Request, state: Annotated[ApiState, Depends(a
     try:
         body = await read_body(request, settings.max_body_bytes)
         planned = await plan_translated_call(
-            translate, RESPONSE_PREFIX, CLIENT_CONTEXT_SOURCE, body, request.headers, settings, state.store, principal
+            translate,
+            RESPONSE_PREFIX,
+            CLIENT_CONTEXT_SOURCE,
+            body,
+            request.headers,
+            settings,
+            state.store,
+            principal,
         )
     except AdmissionError as exc:
         refusal = admission_refusal(exc)

@@ -60,28 +60,32 @@ def _text(content: str | list[ContentPart], where: str) -> str:
 
 
 def _call(item: FunctionCallItem) -> dict[str, Any]:
-    return {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
+    return {
+        "id": item.call_id,
+        "type": "function",
+        "function": {"name": item.name, "arguments": item.arguments},
+    }
 
 
-def chat_messages(items: list[InputItem]) -> list[dict[str, Any]]:
+def chat_messages(items: list[InputItem]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The items as Chat Completions messages, and the item each message came from."""
     messages: list[dict[str, Any]] = []
+    origins: list[str] = []
+    joinable = False  # the last message is an assistant message made from the item just before
     for index, item in enumerate(items):
         if isinstance(item, FunctionCallItem):
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant" and last.get("from_item") == index - 1:
-                last.setdefault("tool_calls", []).append(_call(item))
-                last["from_item"] = index
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [_call(item)], "from_item": index})
+            if joinable:
+                messages[-1].setdefault("tool_calls", []).append(_call(item))
+                continue
+            messages.append({"role": "assistant", "content": None, "tool_calls": [_call(item)]})
         elif isinstance(item, FunctionCallOutputItem):
             text = _text(item.output, f"input[{index}].output")
             messages.append({"role": "tool", "tool_call_id": item.call_id, "content": text})
         else:
-            text = _text(item.content, f"input[{index}].content")
-            messages.append({"role": item.role, "content": text, "from_item": index})
-    for message in messages:
-        message.pop("from_item", None)
-    return messages
+            messages.append({"role": item.role, "content": _text(item.content, f"input[{index}].content")})
+        origins.append(f"input[{index}]")
+        joinable = messages[-1]["role"] == "assistant"
+    return messages, origins
 
 
 def _answered(execution: Event) -> dict[str, Any]:
@@ -95,7 +99,11 @@ def _answered(execution: Event) -> dict[str, Any]:
         for call in recorded_tool_calls(execution.payload)
     ]
     text = execution.payload.get("output_text") or None
-    return {"role": "assistant", "content": text, "tool_calls": calls} if calls else {"role": "assistant", "content": text}
+    return (
+        {"role": "assistant", "content": text, "tool_calls": calls}
+        if calls
+        else {"role": "assistant", "content": text}
+    )
 
 
 def _continuation(previous: str, events: dict[str, Event]) -> Continuation:
@@ -128,7 +136,7 @@ def _text_format(request: ResponsesRequest) -> dict[str, Any] | None:
         return None
     if fmt.type == "json_object":
         return {"type": "json_object"}
-    schema = {"name": fmt.name or "response", "schema": fmt.schema_ or {}}
+    schema: dict[str, Any] = {"name": fmt.name or "response", "schema": fmt.schema_ or {}}
     if fmt.strict is not None:
         schema["strict"] = fmt.strict
     if fmt.description is not None:
@@ -158,12 +166,15 @@ _SAME_NAME = (
 
 def chat_body(request: ResponsesRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The Chat Completions body for ``request`` whose messages are ``messages``."""
-    body: dict[str, Any] = {name: getattr(request, name) for name in _SAME_NAME if getattr(request, name) is not None}
+    body: dict[str, Any] = {
+        name: getattr(request, name) for name in _SAME_NAME if getattr(request, name) is not None
+    }
     body["messages"] = messages
     tools = function_tools(request)
     if tools:
         body["tools"] = [
-            {"type": "function", "function": tool.model_dump(exclude={"type"}, exclude_none=True)} for tool in tools
+            {"type": "function", "function": tool.model_dump(exclude={"type"}, exclude_none=True)}
+            for tool in tools
         ]
     choice = _tool_choice(request.tool_choice)
     if choice is not None:
@@ -186,14 +197,17 @@ def translate(data: Any, store: LedgerStore, tenant_id: str | None) -> tuple[Res
     """The validated request, its Chat Completions body and the thread it continues."""
     request = parse_request(data)
     items = input_items(request)
-    messages = chat_messages(items)
+    messages, origins = chat_messages(items)
+    if request.previous_response_id is None:
+        thread_id, continues = _thread_of_items(items, store, tenant_id), None
+    else:
+        events = turn_of(store, request.previous_response_id, tenant_id)
+        continues = _continuation(request.previous_response_id, events)
+        thread_id = continues.thread_id
+        if messages and messages[0]["role"] == "tool":  # outputs of its tool calls
+            messages.insert(0, _answered(events["EXECUTION"]))
+            origins.insert(0, "previous_response_id")
     if request.instructions:
         messages.insert(0, {"role": "system", "content": request.instructions})
-    if request.previous_response_id is None:
-        return request, Translation(chat_body(request, messages), _thread_of_items(items, store, tenant_id))
-    events = turn_of(store, request.previous_response_id, tenant_id)
-    continues = _continuation(request.previous_response_id, events)
-    first = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
-    if first < len(messages) and messages[first]["role"] == "tool":  # tool outputs for its calls
-        messages.insert(first, _answered(events["EXECUTION"]))
-    return request, Translation(chat_body(request, messages), continues.thread_id, continues)
+        origins.insert(0, "instructions")
+    return request, Translation(chat_body(request, messages), thread_id, continues, tuple(origins))

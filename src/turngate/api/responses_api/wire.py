@@ -54,7 +54,13 @@ def text_part(text: str) -> dict[str, Any]:
 
 def message_item(response_id: str, text: str, status: str = "completed") -> dict[str, Any]:
     content = [text_part(text)] if status == "completed" else []
-    return {"id": message_id(response_id), "type": "message", "status": status, "role": "assistant", "content": content}
+    return {
+        "id": message_id(response_id),
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": content,
+    }
 
 
 def call_items(response_id: str, execution: Event) -> list[dict[str, Any]]:
@@ -124,7 +130,11 @@ class ResponsesWire:
 
     def error(self, refusal: Refusal) -> Response:
         return openai_error(
-            refusal.status, refusal.code, refusal.message, param=refusal.param, headers=refusal.headers or None
+            refusal.status,
+            refusal.code,
+            refusal.message,
+            param=refusal.param,
+            headers=refusal.headers or None,
         )
 
     def answer(self, execution: Event, headers: dict[str, str]) -> Response:
@@ -175,7 +185,10 @@ class ResponsesWire:
             yield events.frame("response.output_item.added", output_index=index, item=opening)
             yield events.frame("response.function_call_arguments.delta", **where, delta=item["arguments"])
             yield events.frame(
-                "response.function_call_arguments.done", **where, name=item["name"], arguments=item["arguments"]
+                "response.function_call_arguments.done",
+                **where,
+                name=item["name"],
+                arguments=item["arguments"],
             )
             yield events.frame("response.output_item.done", output_index=index, item=item)
         final = self.response("completed", output, execution)
@@ -186,7 +199,9 @@ class ResponsesWire:
 def _open_message(events: _Sequence, response_id: str) -> list[str]:
     where = {"item_id": message_id(response_id), "output_index": 0, "content_index": 0}
     return [
-        events.frame("response.output_item.added", output_index=0, item=message_item(response_id, "", "in_progress")),
+        events.frame(
+            "response.output_item.added", output_index=0, item=message_item(response_id, "", "in_progress")
+        ),
         events.frame("response.content_part.added", **where, part=text_part("")),
     ]
 
