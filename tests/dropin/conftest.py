@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -67,6 +68,17 @@ async def turn_events(stack: Stack, correlation_id: str) -> dict[str, dict[str, 
     """The recorded events of one turn, by kind."""
     snapshot = (await stack.http.get("/snapshot", params={"limit": 1000})).json()
     return {e["kind"]: e for e in snapshot["events"] if e["correlation_id"] == correlation_id}
+
+
+async def settled(stack: Stack, correlation_id: str) -> dict[str, dict[str, Any]]:
+    """The turn's events once its EXECUTION is recorded (a retried provider call may still run
+    after the client saw an error; the next test must not get its upstream request)."""
+    for _ in range(300):
+        events = await turn_events(stack, correlation_id)
+        if "EXECUTION" in events:
+            return events
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"turn {correlation_id} recorded no EXECUTION")
 
 
 async def verified(stack: Stack, thread_id: str) -> None:

@@ -15,7 +15,15 @@ import anthropic
 import httpx
 import pytest
 
-from tests.dropin.conftest import REPLY, WEATHER_CALL, ToolLoopOpenAI, api_key, turn_events, verified
+from tests.dropin.conftest import (
+    REPLY,
+    WEATHER_CALL,
+    ToolLoopOpenAI,
+    api_key,
+    settled,
+    turn_events,
+    verified,
+)
 from tests.stack import Stack
 
 WEATHER_TOOL = {
@@ -203,3 +211,55 @@ async def test_keys_as_x_api_key_or_bearer(stack: Stack, upstream: ToolLoopOpenA
     sdk = anthropic.AsyncAnthropic(base_url=base, auth_token=api_key(stack), max_retries=0)
     message = await sdk.messages.create(**body)  # type: ignore[arg-type]
     assert message.content[0].text == REPLY  # type: ignore[union-attr]
+
+
+async def test_a_text_conversation_on_a_named_thread(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    """Without tool calls the SDK resends nothing turngate gave an id to: the thread is named by
+    the header (or matched by the chat path's history rules, docs/OPENAI.md)."""
+    sdk = client(stack, default_headers={"X-Turngate-Thread": "th-anthropic-text"})
+    messages: list[Any] = [{"role": "user", "content": "What is two plus two?"}]
+    first = await sdk.messages.create(model="gpt-4o-mini", max_tokens=64, messages=messages)
+    messages += [{"role": "assistant", "content": first.content}, {"role": "user", "content": "Why?"}]
+    second = await sdk.messages.create(model="gpt-4o-mini", max_tokens=64, messages=messages)
+    seconds = await turn_events(stack, second.id)
+    assert seconds["INTENT"]["thread_id"] == "th-anthropic-text"
+    assert len(seconds["INTENT"]["payload"]["declared_refs"]) == 2
+    await verified(stack, "th-anthropic-text")
+
+
+async def test_provider_overload_is_an_overloaded_error(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    upstream.fail_next(503, retry_after="0", times=5)
+    with pytest.raises(anthropic.InternalServerError) as caught:
+        await client(stack).messages.create(
+            model="gpt-4o-mini", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert caught.value.status_code == 503
+    assert caught.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    assert caught.value.body["error"]["code"] == "provider.overloaded"  # type: ignore[index]
+    assert caught.value.response.headers["retry-after"] == "1"
+
+
+async def test_a_stream_retried_after_text_ends_with_an_error_event(
+    stack: Stack, upstream: ToolLoopOpenAI
+) -> None:
+    upstream.error_mid_stream_next("overloaded_error")
+    received: list[str] = []
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        async with client(stack).messages.stream(
+            model="gpt-4o-mini", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            async for text in stream.text_stream:
+                received.append(text)
+    assert received  # text had been sent before the retry
+    assert caught.value.body["error"]["code"] == "stream.reset"  # type: ignore[index]
+    events = await settled(stack, caught.value.response.headers["x-turngate-correlation-id"])
+    assert events["EXECUTION"]["payload"]["output_text"] == REPLY  # the retry's answer
+
+
+async def test_a_streamed_deny_is_a_403_before_any_event(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    with pytest.raises(anthropic.PermissionDeniedError) as caught:
+        async with client(stack).messages.stream(
+            model="no-such-model", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            await stream.get_final_message()
+    assert caught.value.body["error"]["code"] == "model.unavailable"  # type: ignore[index]

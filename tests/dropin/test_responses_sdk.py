@@ -16,7 +16,15 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from tests.dropin.conftest import REPLY, WEATHER_CALL, ToolLoopOpenAI, api_key, turn_events, verified
+from tests.dropin.conftest import (
+    REPLY,
+    WEATHER_CALL,
+    ToolLoopOpenAI,
+    api_key,
+    settled,
+    turn_events,
+    verified,
+)
 from tests.stack import Stack
 
 WEATHER_TOOL = {
@@ -223,3 +231,46 @@ async def test_deny_is_a_403_with_the_reason_code(stack: Stack, upstream: ToolLo
     events = await turn_events(stack, headers["x-turngate-correlation-id"])
     assert set(events) == {"INTENT", "DECISION"}
     assert upstream.requests == []
+
+
+async def test_resent_messages_continue_a_text_conversation(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    """What openai-agents' ``to_input_list()`` sends for a next turn: the question, the output
+    items, the new question; the message item's id names the thread."""
+    sdk = client(stack)
+    first = await sdk.responses.create(model="gpt-4o-mini", input="What is two plus two?")
+    resent = [item.model_dump(exclude_none=True) for item in first.output]
+    second = await sdk.responses.create(
+        model="gpt-4o-mini",
+        input=[
+            {"role": "user", "content": "What is two plus two?"},
+            *resent,
+            {"role": "user", "content": "Why?"},
+        ],
+    )
+    firsts, seconds = await turn_events(stack, first.id), await turn_events(stack, second.id)
+    assert seconds["INTENT"]["thread_id"] == firsts["INTENT"]["thread_id"]
+    assert len(seconds["INTENT"]["payload"]["declared_refs"]) == 2
+    assert [m["role"] for m in upstream.last_request.json["messages"]] == ["user", "assistant", "user"]
+    await verified(stack, firsts["INTENT"]["thread_id"])
+
+
+async def test_a_provider_rate_limit_is_a_429(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    upstream.fail_next(429, retry_after="0", times=5)
+    with pytest.raises(openai.RateLimitError) as caught:
+        await client(stack).responses.create(model="gpt-4o-mini", input="hi")
+    assert caught.value.code == "provider.rate_limited"
+    assert caught.value.response.headers["retry-after"] == "1"
+    cid = caught.value.response.headers["x-turngate-correlation-id"]
+    assert (await turn_events(stack, cid))["EXECUTION"]["payload"]["error"]["code"] == "provider.rate_limited"
+
+
+async def test_a_stream_retried_after_text_ends_failed(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    upstream.error_mid_stream_next("overloaded_error")
+    stream = await client(stack).responses.create(model="gpt-4o-mini", input="hi", stream=True)
+    events = [event async for event in stream]
+    assert any(event.type == "response.output_text.delta" for event in events)
+    last = events[-1]
+    assert last.type == "response.failed"
+    assert last.response.error is not None and last.response.error.code == "stream.reset"  # type: ignore[comparison-overlap]
+    events_recorded = await settled(stack, stream.response.headers["x-turngate-correlation-id"])
+    assert events_recorded["EXECUTION"]["payload"]["output_text"] == REPLY  # the retry's answer
