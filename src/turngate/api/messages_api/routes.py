@@ -13,7 +13,7 @@ from turngate.api.dropin.answer import admission_refusal, serve_turn
 from turngate.api.dropin.plan import plan_translated_call
 from turngate.api.ingress import read_body
 from turngate.api.messages_api.translate import MESSAGE_PREFIX, translate
-from turngate.api.messages_api.wire import MessagesWire, anthropic_error
+from turngate.api.messages_api.wire import MessageObject, MessagesWire, anthropic_error
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import AdmissionError
 from turngate.security.auth import request_principal
@@ -25,7 +25,9 @@ CLIENT_CONTEXT_SOURCE = "anthropic.messages"
 @router.post(
     "/v1/messages",
     response_model=None,
-    responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {"model": MessageObject, "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    },
 )
 async def create_message(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Response:
     """Anthropic Messages: one call is one turn (docs/RESPONSES-AND-MESSAGES.md)."""

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict
 
 from turngate.api.dropin.answer import Finished, Interrupted, Piece, Refusal, sse_frame
 from turngate.api.messages_api.request import MessagesRequest
@@ -20,6 +21,22 @@ from turngate.api.openai_compat.turn import PlannedTurn
 from turngate.api.openai_compat.wire import model_of
 from turngate.core.client_context import recorded_tool_calls
 from turngate.core.events import Event
+
+
+class MessageObject(BaseModel):
+    """An Anthropic ``message`` (docs/RESPONSES-AND-MESSAGES.md); with ``stream: true`` an SSE
+    stream of named events (``message_start`` ... ``message_stop``) instead."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    type: str
+    role: str
+    model: str
+    content: list[dict[str, Any]]
+    stop_reason: str | None
+    usage: dict[str, int]
+
 
 #: Anthropic's error ``type`` per HTTP status (what its SDK shows next to the message).
 _ERROR_TYPES = {

@@ -13,7 +13,7 @@ from turngate.api.dropin.plan import plan_translated_call
 from turngate.api.ingress import read_body
 from turngate.api.openai_compat.wire import openai_error
 from turngate.api.responses_api.translate import RESPONSE_PREFIX, translate
-from turngate.api.responses_api.wire import ResponsesWire
+from turngate.api.responses_api.wire import ResponseObject, ResponsesWire
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import AdmissionError
 from turngate.security.auth import request_principal
@@ -25,7 +25,9 @@ CLIENT_CONTEXT_SOURCE = "openai.responses"
 @router.post(
     "/v1/responses",
     response_model=None,
-    responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {"model": ResponseObject, "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    },
 )
 async def create_response(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Response:
     """OpenAI Responses: one call is one turn (docs/RESPONSES-AND-MESSAGES.md)."""

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict
 
 from turngate.api.dropin.answer import Finished, Interrupted, Piece, Refusal, sse_frame
 from turngate.api.openai_compat.turn import PlannedTurn
@@ -22,6 +23,21 @@ from turngate.api.responses_api.request import ResponsesRequest, function_tools
 from turngate.api.responses_api.translate import RESPONSE_PREFIX
 from turngate.core.client_context import recorded_tool_calls
 from turngate.core.events import Event
+
+
+class ResponseObject(BaseModel):
+    """An OpenAI ``response`` (docs/RESPONSES-AND-MESSAGES.md); with ``stream: true`` an SSE
+    stream of named ``response.*`` events instead."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    object: str
+    created_at: int
+    status: str
+    model: str
+    output: list[dict[str, Any]]
+    usage: dict[str, Any] | None
 
 
 def _hex(response_id: str) -> str:
