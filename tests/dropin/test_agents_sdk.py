@@ -53,6 +53,9 @@ async def _check_two_turns(stack: Stack, first_id: str, second_id: str) -> None:
         {"tool_call_id": "call_w1", "content": "sunny in Vilnius"}
     ]
     assert seconds["EXECUTION"]["payload"]["output_text"] == REPLY
+    for events in (firsts, seconds):
+        assert events["DECISION"]["payload"]["decision"] == "ALLOW"
+        assert events["DECISION"]["payload"]["context_digest"]
     await verified(stack, firsts["INTENT"]["thread_id"])
 
 

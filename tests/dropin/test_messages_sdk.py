@@ -136,6 +136,8 @@ async def test_a_tool_loop_without_a_thread_header(stack: Stack, upstream: ToolL
     assert intent["inputs"]["client_context"]["tool_results"] == [
         {"tool_call_id": "call_w1", "content": "sunny, 21 C"}
     ]
+    assert seconds["DECISION"]["payload"]["decision"] == "ALLOW"
+    assert firsts["EXECUTION"]["payload"]["tool_calls"] == [WEATHER_CALL]
     await verified(stack, firsts["INTENT"]["thread_id"])
 
 

@@ -121,6 +121,7 @@ async def test_a_tool_loop_continued_by_previous_response_id(stack: Stack, upstr
         firsts["EXECUTION"]["digest"],
     ]
     assert seconds["INTENT"]["parent_turn_id"] == firsts["INTENT"]["turn_id"]
+    assert seconds["DECISION"]["payload"]["decision"] == "ALLOW"
     assert intent["inputs"]["client_context"]["tool_results"] == [
         {"tool_call_id": "call_w1", "content": "sunny, 21 C"}
     ]
