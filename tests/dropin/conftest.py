@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from tests.fakes import FakeOpenAIServer
 from tests.integration.test_openai_compat import keyed_stack
 from tests.stack import Stack, make_settings
+from turngate.ledger import LedgerStore
 
 REPLY = "Hello from the fake server"
 WEATHER_CALL = {"id": "call_w1", "name": "get_weather", "arguments": {"city": "Vilnius"}}
@@ -30,6 +32,13 @@ class ToolLoopOpenAI(FakeOpenAIServer):
         calling = bool(self.loop_calls and body.get("tools") and body["messages"][-1]["role"] != "tool")
         self.tool_calls = list(self.loop_calls) if calling else []
         super()._respond(handler, request, stream_error)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[LedgerStore]:
+    """A real SQLite ledger, for planning without a stack."""
+    with LedgerStore(f"sqlite:///{tmp_path / 'ledger.sqlite3'}") as ledger:
+        yield ledger
 
 
 @pytest.fixture(scope="module")

@@ -56,20 +56,31 @@ class Translation:
     #: Where each of ``chat["messages"]`` came from in the request (``input[2]``, ``system``):
     #: the shared checks' errors name those, not the translated list.
     origins: tuple[str, ...] = ()
+    messages_field: str = "messages"  # the request's field the messages came from, as a whole
 
 
 _MESSAGE_POSITION = re.compile(r"messages\[(\d+)\]")
+_MESSAGE_POSITIONS = re.compile(r"messages \[(\d+(?:, \d+)*)\]")  # "messages [0, 2]"
 
 
-def in_request_terms(exc: AdmissionError, origins: tuple[str, ...]) -> AdmissionError:
+def in_request_terms(exc: AdmissionError, translation: Translation) -> AdmissionError:
     """``exc`` (about the translated ``messages``) naming where each message came from."""
+    origins = translation.origins
 
     def origin(found: re.Match[str]) -> str:
         position = int(found.group(1))
         return origins[position] if position < len(origins) else found.group(0)
 
+    def listed(found: re.Match[str]) -> str:
+        return ", ".join(
+            origins[int(n)] if int(n) < len(origins) else f"messages[{n}]" for n in found.group(1).split(", ")
+        )
+
     if not origins:
         return exc
+    if exc.field == "messages":
+        detail = _MESSAGE_POSITIONS.sub(listed, exc.detail)
+        return AdmissionError(exc.reason_code, detail, translation.messages_field)
     field = _MESSAGE_POSITION.sub(origin, exc.field) if exc.field else exc.field
     return AdmissionError(exc.reason_code, _MESSAGE_POSITION.sub(origin, exc.detail), field)
 
@@ -157,7 +168,7 @@ def plan_translated(
     try:
         chat, turn = plan_request(translation.chat, wanted, settings, store, tenant_id)
     except AdmissionError as exc:
-        raise in_request_terms(exc, translation.origins) from exc
+        raise in_request_terms(exc, translation) from exc
     return Planned(request, chat, _finished_turn(turn, prefix, source, translation.continues))
 
 

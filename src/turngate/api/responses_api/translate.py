@@ -210,4 +210,4 @@ def translate(data: Any, store: LedgerStore, tenant_id: str | None) -> tuple[Res
     if request.instructions:
         messages.insert(0, {"role": "system", "content": request.instructions})
         origins.insert(0, "instructions")
-    return request, Translation(chat_body(request, messages), thread_id, continues, tuple(origins))
+    return request, Translation(chat_body(request, messages), thread_id, continues, tuple(origins), "input")
