@@ -94,6 +94,11 @@ async def test_raw_stream_events(stack: Stack, upstream: ToolLoopOpenAI) -> None
     kinds = [event.type async for event in stream]
     assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
     assert kinds.count("content_block_start") == 2  # the text, then the tool call
+    events = await turn_events(stack, stream.response.headers["x-turngate-correlation-id"])
+    assert events["DECISION"]["payload"]["decision"] == "ALLOW"
+    assert events["EXECUTION"]["payload"]["output_text"] == REPLY
+    assert events["EXECUTION"]["payload"]["tool_calls"] == [WEATHER_CALL]
+    await verified(stack, events["INTENT"]["thread_id"])
 
 
 async def test_a_tool_loop_without_a_thread_header(stack: Stack, upstream: ToolLoopOpenAI) -> None:
