@@ -96,3 +96,20 @@ async def test_an_agent_with_an_output_type(stack: Stack, upstream: ToolLoopOpen
     assert result.final_output == Forecast(city="Riga", sky="cloudy")
     events = await turn_events(stack, str(result.raw_responses[0].response_id))
     await verified(stack, events["INTENT"]["thread_id"])
+
+
+async def test_an_agent_chaining_responses_by_id(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    """With ``auto_previous_response_id`` the SDK sends only the new items and the previous
+    response's id: the second turn continues the first one's thread with its history."""
+    upstream.loop_calls = [WEATHER_CALL]
+    asked.clear()
+    result = await agents.Runner.run(
+        weather_agent(), "Weather in Vilnius?", run_config=run_config(stack), auto_previous_response_id=True
+    )
+    assert result.final_output == REPLY and asked == ["Vilnius"]
+    first, second = (response.response_id for response in result.raw_responses)
+    assert first is not None and second is not None
+    sent = upstream.last_request.json["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
+    await _check_two_turns(stack, first, second)
+    assert (await turn_events(stack, second))["INTENT"]["parent_turn_id"] == first
