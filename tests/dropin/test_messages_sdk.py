@@ -9,11 +9,13 @@ given the result. Each test checks what the ledger recorded and that the thread 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import anthropic
 import httpx
 import pytest
+from pydantic import BaseModel
 
 from tests.dropin.conftest import (
     REPLY,
@@ -270,3 +272,21 @@ async def test_a_streamed_deny_is_a_403_before_any_event(stack: Stack, upstream:
         ) as stream:
             await stream.get_final_message()
     assert caught.value.body["error"]["code"] == "model.unavailable"  # type: ignore[index]
+
+
+class Weather(BaseModel):
+    city: str
+    sky: str
+
+
+async def test_structured_output_parses(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    upstream.reply = json.dumps({"city": "Vilnius", "sky": "clear"})
+    message = await client(stack).messages.parse(
+        model="gpt-4o-mini",
+        max_tokens=64,
+        messages=[{"role": "user", "content": "Weather?"}],
+        output_format=Weather,
+    )
+    assert message.parsed_output == Weather(city="Vilnius", sky="clear")
+    events = await turn_events(stack, message.id)
+    await verified(stack, events["INTENT"]["thread_id"])

@@ -275,3 +275,15 @@ async def test_a_stream_retried_after_text_ends_failed(stack: Stack, upstream: T
     assert last.response.error is not None and last.response.error.code == "stream.reset"  # type: ignore[comparison-overlap]
     events_recorded = await settled(stack, stream.response.headers["x-turngate-correlation-id"])
     assert events_recorded["EXECUTION"]["payload"]["output_text"] == REPLY  # the retry's answer
+
+
+async def test_structured_output_streams_and_parses(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    upstream.reply = json.dumps({"city": "Riga", "sky": "grey"})
+    async with client(stack).responses.stream(
+        model="gpt-4o-mini", input="Weather?", text_format=Weather
+    ) as stream:
+        final = await stream.get_final_response()
+    assert final.output_parsed == Weather(city="Riga", sky="grey")
+    events = await turn_events(stack, final.id)
+    assert json.loads(events["EXECUTION"]["payload"]["output_text"]) == {"city": "Riga", "sky": "grey"}
+    await verified(stack, events["INTENT"]["thread_id"])
