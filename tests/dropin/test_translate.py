@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from turngate.api.dropin.plan import Planned, plan_translated
-from turngate.api.messages_api.translate import translate as translate_messages
+from turngate.api.messages_api.translate import MAX_TURN_LOOKUPS, MESSAGES, CallIds
 from turngate.api.responses_api.request import input_items, parse_request
-from turngate.api.responses_api.translate import chat_messages
-from turngate.api.responses_api.translate import translate as translate_responses
+from turngate.api.responses_api.translate import RESPONSES, chat_messages
 from turngate.core.events import AdmissionError, Event, EventDraft, EventKind
 from turngate.ledger import LedgerStore
 from turngate.settings import load_settings
@@ -37,16 +36,12 @@ def record(
 
 def responses(store: LedgerStore, body: dict[str, Any], **settings: Any) -> Planned[Any]:
     data = {"model": "echo-1"} | body
-    return plan_translated(
-        translate_responses, "resp_", "openai.responses", data, {}, load_settings(**settings), store, None
-    )
+    return plan_translated(RESPONSES, data, {}, load_settings(**settings), store, None)
 
 
 def messages(store: LedgerStore, body: dict[str, Any], headers: dict[str, str] | None = None) -> Planned[Any]:
     data = {"model": "echo-1", "max_tokens": 32} | body
-    return plan_translated(
-        translate_messages, "msg_", "anthropic.messages", data, headers or {}, load_settings(), store, None
-    )
+    return plan_translated(MESSAGES, data, headers or {}, load_settings(), store, None)
 
 
 def test_an_answer_and_its_calls_are_one_assistant_message() -> None:
@@ -131,9 +126,7 @@ def test_a_header_naming_another_thread_is_a_conflict(store: LedgerStore) -> Non
     record(store, "resp_" + "d" * 32, "th-d", {}, {"output_text": "Hi."})
     with pytest.raises(AdmissionError) as caught:
         plan_translated(
-            translate_responses,
-            "resp_",
-            "openai.responses",
+            RESPONSES,
             {"model": "echo-1", "previous_response_id": "resp_" + "d" * 32, "input": "go on"},
             {"X-Turngate-Thread": "th-other"},
             load_settings(),
@@ -143,7 +136,7 @@ def test_a_header_naming_another_thread_is_a_conflict(store: LedgerStore) -> Non
     assert caught.value.reason_code == "thread.conflict"
 
 
-@pytest.mark.parametrize(("items", "status"), [(3, "ok"), (4, "ok"), (5, "refused")])
+@pytest.mark.parametrize(("items", "status"), [(3, "ok"), (4, "ok"), (5, "refused"), (6, "refused")])
 def test_the_message_cap_counts_translated_messages(store: LedgerStore, items: int, status: str) -> None:
     """``TURNGATE_OPENAI_MAX_MESSAGES`` bounds the translated list: instructions count as one."""
     body = {
@@ -157,6 +150,22 @@ def test_the_message_cap_counts_translated_messages(store: LedgerStore, items: i
     with pytest.raises(AdmissionError) as caught:
         responses(store, body, openai_max_messages=5)
     assert caught.value.reason_code == "openai.too_many_messages" and caught.value.field == "input"
+    if items == 6:  # over the cap as sent: refused before any item is validated
+        assert caught.value.detail.startswith("input has 6 entries")
+
+
+def test_the_message_cap_is_checked_before_any_message_is_validated(store: LedgerStore) -> None:
+    body = {"messages": [{"role": "nobody"}] * 6}
+    with pytest.raises(AdmissionError) as caught:
+        plan_translated(
+            MESSAGES,
+            {"model": "m", "max_tokens": 1} | body,
+            {},
+            load_settings(openai_max_messages=5),
+            store,
+            None,
+        )
+    assert caught.value.reason_code == "openai.too_many_messages" and caught.value.field == "messages"
 
 
 def test_anthropic_tool_ids_map_back_to_the_recorded_calls(store: LedgerStore) -> None:
@@ -278,11 +287,32 @@ def test_max_tokens_is_required_and_positive(store: LedgerStore) -> None:
         assert caught.value.reason_code == code and caught.value.field == "max_tokens"
     with pytest.raises(AdmissionError) as caught:
         plan_translated(
-            translate_messages, "msg_", "anthropic.messages",
-            {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, {}, load_settings(), store, None,
-        )  # fmt: skip
+            MESSAGES,
+            {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            {},
+            load_settings(),
+            store,
+            None,
+        )
     assert caught.value.reason_code == "admission.missing_field"
     assert (
         messages(store, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).chat.max_tokens
         == 1
     )
+
+
+def test_tool_id_lookups_are_bounded(store: LedgerStore) -> None:
+    """One request looks up at most MAX_TURN_LOOKUPS turns: a body full of made-up ids costs
+    a bounded number of ledger reads; ids past the bound stay as sent."""
+    record(store, "msg_" + "1" * 32, "th-b", {}, {"output_text": "", "tool_calls": [CALL]})
+    ids = CallIds(store, None)
+    known = f"toolu_{'1' * 32}_0"
+    assert ids.recorded(known) == "call_1"
+    for n in range(MAX_TURN_LOOKUPS + 5):
+        made_up = f"toolu_{n:032x}_0"
+        assert ids.recorded(made_up) == made_up
+    assert ids.recorded(known) == "call_1"  # already looked up: remembered
+    late = CallIds(store, None)
+    for n in range(MAX_TURN_LOOKUPS):
+        late.recorded(f"toolu_{n + 7:032x}_0")
+    assert late.recorded(known) == known  # past the bound: not looked up

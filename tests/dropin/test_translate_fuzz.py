@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from turngate.api.dropin.plan import plan_translated
-from turngate.api.messages_api.translate import translate as translate_messages
-from turngate.api.responses_api.translate import translate as translate_responses
+from turngate.api.dropin.plan import FrontDoor, plan_translated
+from turngate.api.messages_api.translate import MESSAGES
+from turngate.api.responses_api.translate import RESPONSES
 from turngate.core.events import AdmissionError, EventDraft, EventKind
 from turngate.ledger import LedgerStore
 from turngate.settings import load_settings
@@ -189,16 +189,16 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LedgerStore]:
 SETTINGS = load_settings()
 
 
-def _planned_or_refused(translator: Any, prefix: str, body: Any, store: LedgerStore) -> None:
+def _planned_or_refused(door: FrontDoor[Any], body: Any, store: LedgerStore) -> None:
     with contextlib.suppress(AdmissionError):
-        plan_translated(translator, prefix, "fuzz", body, {}, SETTINGS, store, None)
+        plan_translated(door, body, {}, SETTINGS, store, None)
 
 
 def test_responses_bodies_are_planned_or_refused(ledger: LedgerStore) -> None:
     @FUZZ
     @given(mostly(responses_bodies))
     def check(body: Any) -> None:
-        _planned_or_refused(translate_responses, "resp_", body, ledger)
+        _planned_or_refused(RESPONSES, body, ledger)
 
     check()
 
@@ -207,6 +207,6 @@ def test_messages_bodies_are_planned_or_refused(ledger: LedgerStore) -> None:
     @FUZZ
     @given(mostly(messages_bodies))
     def check(body: Any) -> None:
-        _planned_or_refused(translate_messages, "msg_", body, ledger)
+        _planned_or_refused(MESSAGES, body, ledger)
 
     check()

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from turngate.api.cpu_pool import in_cpu_process, in_cpu_thread, shareable_ledger, worker_ledger
 from turngate.api.ingress import json_object
-from turngate.api.openai_compat.plan import plan_request
+from turngate.api.openai_compat.plan import check_message_count, plan_request
 from turngate.api.openai_compat.turn import (
     IDEMPOTENCY_HEADER,
     THREAD_HEADER,
@@ -142,10 +142,29 @@ def _finished_turn(
     return replace(turn, envelope=envelope, correlation_id=cid, thread_id=thread_id, refs=len(refs))
 
 
+@dataclass(frozen=True)
+class FrontDoor(Generic[R]):
+    """One API translated into Chat Completions calls."""
+
+    translate: Translator[R]
+    prefix: str  # of its turn ids (``resp_``, ``msg_``)
+    source: str  # its client context's ``source``
+    items_field: str  # the request's list that becomes ``messages`` (``input``, ``messages``)
+
+
+def _check_count(door: FrontDoor[R], data: Any, settings: Settings) -> None:
+    """The message cap, on the request's own list, before anything walks it (as the Chat
+    Completions planner checks its body); the translated list is checked again after."""
+    items = data.get(door.items_field) if isinstance(data, dict) else None
+    try:
+        check_message_count({"messages": items}, settings.openai_max_messages)
+    except AdmissionError as exc:
+        detail = exc.detail.replace("messages has", f"{door.items_field} has", 1)
+        raise AdmissionError(exc.reason_code, detail, door.items_field) from exc
+
+
 def plan_translated(
-    translator: Translator[R],
-    prefix: str,
-    source: str,
+    door: FrontDoor[R],
     data: Any,
     headers: Mapping[str, str],
     settings: Settings,
@@ -153,7 +172,8 @@ def plan_translated(
     tenant_id: str | None,
 ) -> Planned[R]:
     """Translate ``data`` and plan it as a Chat Completions call (blocking: reads the ledger)."""
-    request, translation = translator(data, store, tenant_id)
+    _check_count(door, data, settings)
+    request, translation = door.translate(data, store, tenant_id)
     wanted = dict(headers)
     if translation.thread_id is not None:
         named = thread_from_header(wanted.get(THREAD_HEADER))
@@ -169,13 +189,11 @@ def plan_translated(
         chat, turn = plan_request(translation.chat, wanted, settings, store, tenant_id)
     except AdmissionError as exc:
         raise in_request_terms(exc, translation) from exc
-    return Planned(request, chat, _finished_turn(turn, prefix, source, translation.continues))
+    return Planned(request, chat, _finished_turn(turn, door.prefix, door.source, translation.continues))
 
 
 def _plan_body(
-    translator: Translator[R],
-    prefix: str,
-    source: str,
+    door: FrontDoor[R],
     body: bytes,
     headers: dict[str, str],
     settings: Settings,
@@ -183,15 +201,11 @@ def _plan_body(
     tenant_id: str | None,
 ) -> Planned[R]:
     ledger = store if store is not None else worker_ledger(settings.effective_ledger_url)
-    return plan_translated(
-        translator, prefix, source, json_object(body), headers, settings, ledger, tenant_id
-    )
+    return plan_translated(door, json_object(body), headers, settings, ledger, tenant_id)
 
 
 async def plan_translated_call(
-    translator: Translator[R],
-    prefix: str,
-    source: str,
+    door: FrontDoor[R],
     body: bytes,
     headers: Mapping[str, str],
     settings: Settings,
@@ -204,17 +218,6 @@ async def plan_translated_call(
     tenant_id = principal.tenant_id
     if shareable_ledger(settings.effective_ledger_url):
         return await in_cpu_process(
-            _plan_body,
-            translator,
-            prefix,
-            source,
-            body,
-            wanted,
-            settings,
-            None,
-            tenant_id,
-            key=principal.limit_key,
+            _plan_body, door, body, wanted, settings, None, tenant_id, key=principal.limit_key
         )
-    return await in_cpu_thread(
-        _plan_body, translator, prefix, source, body, wanted, settings, store, tenant_id
-    )
+    return await in_cpu_thread(_plan_body, door, body, wanted, settings, store, tenant_id)

@@ -12,14 +12,13 @@ from fastapi.responses import Response
 from turngate.api.dropin.answer import admission_refusal, serve_turn
 from turngate.api.dropin.plan import plan_translated_call
 from turngate.api.ingress import read_body
-from turngate.api.messages_api.translate import MESSAGE_PREFIX, translate
+from turngate.api.messages_api.translate import MESSAGES
 from turngate.api.messages_api.wire import MessageObject, MessagesWire, anthropic_error
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import AdmissionError
 from turngate.security.auth import request_principal
 
 router = APIRouter(tags=["anthropic"])
-CLIENT_CONTEXT_SOURCE = "anthropic.messages"
 
 
 @router.post(
@@ -36,9 +35,7 @@ async def create_message(request: Request, state: Annotated[ApiState, Depends(ap
     try:
         body = await read_body(request, settings.max_body_bytes)
         planned = await plan_translated_call(
-            translate,
-            MESSAGE_PREFIX,
-            CLIENT_CONTEXT_SOURCE,
+            MESSAGES,
             body,
             request.headers,
             settings,

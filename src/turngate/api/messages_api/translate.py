@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from turngate.api.dropin.plan import Translation, turn_of
+from turngate.api.dropin.plan import FrontDoor, Translation, turn_of
 from turngate.api.messages_api.request import (
     MessagesRequest,
     TextBlock,
@@ -32,6 +32,9 @@ from turngate.ledger import LedgerStore
 
 MESSAGE_PREFIX = "msg_"
 TOOL_USE_ID = re.compile(r"^toolu_([0-9a-f]{32})_(\d+)$")
+#: Turns looked up for one request's tool-use ids; ids of further turns stay as sent. More could
+#: never match: each matched turn adds two declared refs, and a turn declares at most 256.
+MAX_TURN_LOOKUPS = 128
 
 
 def tool_use_id(message_id: str, position: int) -> str:
@@ -39,7 +42,7 @@ def tool_use_id(message_id: str, position: int) -> str:
     return f"toolu_{message_id.removeprefix(MESSAGE_PREFIX)}_{position}"
 
 
-class _CallIds:
+class CallIds:
     """Maps the tool-use ids turngate gave back to the recorded call ids; notes their thread."""
 
     def __init__(self, store: LedgerStore, tenant_id: str | None) -> None:
@@ -49,14 +52,14 @@ class _CallIds:
         self._turns: dict[str, tuple[str, list[str]] | None] = {}
 
     def _turn(self, message_id: str) -> tuple[str, list[str]] | None:
-        if message_id not in self._turns:
+        if message_id not in self._turns and len(self._turns) < MAX_TURN_LOOKUPS:
             events = turn_of(self.store, message_id, self.tenant_id)
             intent, execution = events.get("INTENT"), events.get("EXECUTION")
             found = None
             if intent is not None and execution is not None:
                 found = (intent.thread_id, [call.id for call in recorded_tool_calls(execution.payload)])
             self._turns[message_id] = found
-        return self._turns[message_id]
+        return self._turns.get(message_id)
 
     def recorded(self, given: str) -> str:
         """The recorded id of the call ``given`` names (``given`` itself when it names none)."""
@@ -72,7 +75,7 @@ def _parts(texts: list[TextBlock]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": block.text} for block in texts]
 
 
-def _user(typed: list[Any], position: int, ids: _CallIds) -> list[dict[str, Any]]:
+def _user(typed: list[Any], position: int, ids: CallIds) -> list[dict[str, Any]]:
     results = [block for block in typed if isinstance(block, ToolResultBlock)]
     texts = [block for block in typed if isinstance(block, TextBlock)]
     if len(results) + len(texts) != len(typed):
@@ -96,7 +99,7 @@ def _user(typed: list[Any], position: int, ids: _CallIds) -> list[dict[str, Any]
     return [{"role": "user", "content": _parts(texts)}]
 
 
-def _assistant(typed: list[Any], position: int, ids: _CallIds) -> dict[str, Any]:
+def _assistant(typed: list[Any], position: int, ids: CallIds) -> dict[str, Any]:
     texts = [block for block in typed if isinstance(block, TextBlock)]
     uses = [block for block in typed if isinstance(block, ToolUseBlock)]
     if len(texts) + len(uses) != len(typed):
@@ -175,7 +178,7 @@ def chat_body(request: MessagesRequest, messages: list[dict[str, Any]]) -> dict[
 def translate(data: Any, store: LedgerStore, tenant_id: str | None) -> tuple[MessagesRequest, Translation]:
     """The validated request, its Chat Completions body and the thread its tool ids name."""
     request = parse_request(data)
-    ids = _CallIds(store, tenant_id)
+    ids = CallIds(store, tenant_id)
     messages: list[dict[str, Any]] = []
     origins: list[str] = []
     if request.system:
@@ -189,3 +192,7 @@ def translate(data: Any, store: LedgerStore, tenant_id: str | None) -> tuple[Mes
         origins += [f"messages[{position}]"] * len(made)
     body = chat_body(request, messages)
     return request, Translation(body, ids.thread_id, origins=tuple(origins))
+
+
+#: ``POST /v1/messages``: ids ``msg_<hex>``, client context source ``anthropic.messages``.
+MESSAGES: FrontDoor[MessagesRequest] = FrontDoor(translate, MESSAGE_PREFIX, "anthropic.messages", "messages")

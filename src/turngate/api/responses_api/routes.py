@@ -12,14 +12,13 @@ from turngate.api.dropin.answer import admission_refusal, serve_turn
 from turngate.api.dropin.plan import plan_translated_call
 from turngate.api.ingress import read_body
 from turngate.api.openai_compat.wire import openai_error
-from turngate.api.responses_api.translate import RESPONSE_PREFIX, translate
+from turngate.api.responses_api.translate import RESPONSES
 from turngate.api.responses_api.wire import ResponseObject, ResponsesWire
 from turngate.api.state import ApiState, api_state
 from turngate.core.events import AdmissionError
 from turngate.security.auth import request_principal
 
 router = APIRouter(tags=["openai"])
-CLIENT_CONTEXT_SOURCE = "openai.responses"
 
 
 @router.post(
@@ -36,9 +35,7 @@ async def create_response(request: Request, state: Annotated[ApiState, Depends(a
     try:
         body = await read_body(request, settings.max_body_bytes)
         planned = await plan_translated_call(
-            translate,
-            RESPONSE_PREFIX,
-            CLIENT_CONTEXT_SOURCE,
+            RESPONSES,
             body,
             request.headers,
             settings,

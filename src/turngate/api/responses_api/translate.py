@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from turngate.api.dropin.plan import Continuation, Translation, continuation_of, turn_of
+from turngate.api.dropin.plan import Continuation, FrontDoor, Translation, continuation_of, turn_of
 from turngate.api.responses_api.request import (
     ContentPart,
     FunctionCallItem,
@@ -118,12 +118,20 @@ def _continuation(previous: str, events: dict[str, Event]) -> Continuation:
     return continues
 
 
+#: Responses looked up for one request's item ids (the last ones first).
+MAX_RESPONSE_LOOKUPS = 16
+
+
 def _thread_of_items(items: list[InputItem], store: LedgerStore, tenant_id: str | None) -> str | None:
     """The thread of the last resent output item turngate gave an id to (None: none)."""
+    tried: set[str] = set()
     for item in reversed(items):
         response = response_of_item(item.id)
-        if response is None:
+        if response is None or response in tried:
             continue
+        if len(tried) == MAX_RESPONSE_LOOKUPS:
+            return None
+        tried.add(response)
         events = turn_of(store, response, tenant_id)
         if "INTENT" in events:
             return events["INTENT"].thread_id
@@ -211,3 +219,7 @@ def translate(data: Any, store: LedgerStore, tenant_id: str | None) -> tuple[Res
         messages.insert(0, {"role": "system", "content": request.instructions})
         origins.insert(0, "instructions")
     return request, Translation(chat_body(request, messages), thread_id, continues, tuple(origins), "input")
+
+
+#: ``POST /v1/responses``: ids ``resp_<hex>``, client context source ``openai.responses``.
+RESPONSES: FrontDoor[ResponsesRequest] = FrontDoor(translate, RESPONSE_PREFIX, "openai.responses", "input")
