@@ -20,8 +20,10 @@ from turngate.api.codec import mount_codec
 from turngate.api.disk_guard import LedgerDiskGuard, sqlite_ledger_dir
 from turngate.api.error_responses import error_response
 from turngate.api.ledger_outage import LedgerOutage
+from turngate.api.messages_api import routes as messages_routes
 from turngate.api.openai_compat import routes as openai_routes
 from turngate.api.openapi import ERRORS, install_openapi
+from turngate.api.responses_api import routes as responses_routes
 from turngate.api.state import ApiState
 from turngate.api.ui import mount_ui
 from turngate.api.watcher import LedgerWatcher
@@ -137,6 +139,8 @@ def create_app(settings: Settings, *, client: Client | None = None) -> FastAPI:
     app.include_router(policy_routes.router)
     app.include_router(review_routes.router)
     app.include_router(openai_routes.router)
+    app.include_router(responses_routes.router)
+    app.include_router(messages_routes.router)
     app.include_router(metrics_router(metrics))
     mount_codec(app, settings)
     mount_ui(app)

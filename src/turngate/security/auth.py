@@ -20,7 +20,14 @@ from turngate.security.keys import KeyStore
 from turngate.security.oidc import OidcError, OidcVerifier, looks_like_jwt
 from turngate.security.principal import DEV_PRINCIPAL, ROLE_ADMIN, Principal, keyless_reader
 from turngate.security.ratelimit import RateLimiter, retry_after_header
-from turngate.security.routes import AUTHENTICATED, KEYLESS_READ_ROUTES, OPERATOR, PUBLIC, required_role
+from turngate.security.routes import (
+    API_KEY_HEADER_ROUTES,
+    AUTHENTICATED,
+    KEYLESS_READ_ROUTES,
+    OPERATOR,
+    PUBLIC,
+    required_role,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +82,9 @@ class Authenticator:
     async def principal(self, request: Request) -> Principal | None:
         """The caller, or None when no credentials came (the route decides if that is fine)."""
         header = request.headers.get("authorization")
+        api_key = request.headers.get("x-api-key")
+        if header is None and api_key is not None and _route_path(request) in API_KEY_HEADER_ROUTES:
+            header = f"Bearer {api_key}"  # Anthropic's SDK sends its key so
         if header is None:
             if self.mode == "dev" and _is_loopback(request):
                 return DEV_PRINCIPAL
@@ -111,6 +121,10 @@ class Authenticator:
 
 def _invalid(detail: str) -> AuthError:
     return AuthError(401, "auth.invalid", detail, {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+
+
+def _route_path(request: Request) -> str:
+    return str(getattr(request.scope.get("route"), "path", request.url.path))
 
 
 def _is_loopback(request: Request) -> bool:

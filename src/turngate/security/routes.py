@@ -34,6 +34,9 @@ ROUTE_ROLES: dict[str, str] = {
     # what /capabilities offers.
     "/v1/chat/completions": ROLE_INTENT_WRITE,
     "/v1/models": AUTHENTICATED,
+    # The Responses and Anthropic Messages endpoints (docs/RESPONSES-AND-MESSAGES.md): intents too.
+    "/v1/responses": ROLE_INTENT_WRITE,
+    "/v1/messages": ROLE_INTENT_WRITE,
     # Operational, cross-tenant aggregates: operators only.
     "/metrics": OPERATOR,
     # Decrypts every prompt and answer in Temporal histories (the Temporal UI's codec server),
@@ -55,6 +58,9 @@ ROUTE_ROLES: dict[str, str] = {
 #: published DBL gateway reads. Nothing else: ingress, /verify, streams, jobs and the UI keep
 #: needing a key.
 KEYLESS_READ_ROUTES: frozenset[str] = frozenset({"/snapshot", "/tail", "/status", "/capabilities"})
+
+#: Routes that also take the key as Anthropic's ``x-api-key`` header (``Authorization`` wins).
+API_KEY_HEADER_ROUTES = frozenset({"/v1/messages"})
 
 #: JSON routes of the web UI (src/turngate/api/ui_api.py) read what /snapshot reads. Its static
 #: files are a mount, not API routes, and are public.
