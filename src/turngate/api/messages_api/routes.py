@@ -45,4 +45,4 @@ async def create_message(request: Request, state: Annotated[ApiState, Depends(ap
     except AdmissionError as exc:
         return anthropic_error(admission_refusal(exc))
     wire = MessagesWire(planned.request, planned.turn)
-    return await serve_turn(request, state, principal, planned.turn, wire, stream=planned.chat.stream)
+    return await serve_turn(request, state, principal, planned.turn, wire, stream=bool(planned.chat.stream))

@@ -46,4 +46,4 @@ async def create_response(request: Request, state: Annotated[ApiState, Depends(a
         refusal = admission_refusal(exc)
         return openai_error(refusal.status, refusal.code, refusal.message, param=refusal.param)
     wire = ResponsesWire(planned.request, planned.turn)
-    return await serve_turn(request, state, principal, planned.turn, wire, stream=planned.chat.stream)
+    return await serve_turn(request, state, principal, planned.turn, wire, stream=bool(planned.chat.stream))
