@@ -203,25 +203,28 @@ def test_anthropic_tool_ids_map_back_to_the_recorded_calls(store: LedgerStore) -
 
 def test_an_unknown_tool_id_is_left_as_it_is(store: LedgerStore) -> None:
     use = {"type": "tool_use", "id": "toolu_" + "f" * 32 + "_0", "name": "f", "input": {}}
-    with pytest.raises(AdmissionError) as caught:  # nothing recorded: unmatched history, refused
-        messages(
-            store,
-            {
-                "messages": [
-                    {"role": "user", "content": "Go"},
-                    {"role": "assistant", "content": [use]},
-                    {
-                        "role": "user",
-                        "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": "x"}],
-                    },
-                ]
-            },
-        )
-    assert caught.value.reason_code == "openai.unmatched_history"
-    assert caught.value.detail.startswith("messages[0], messages[1] match no recorded event")
+    planned = messages(
+        store,
+        {
+            "messages": [
+                {"role": "user", "content": "Go"},
+                {"role": "assistant", "content": [use]},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": "x"}],
+                },
+            ]
+        },
+    )
+    # No recorded turn made that call: a new thread, the history recorded as client context
+    # (a stateless client's conversation), the call's id as the client sent it.
+    context = planned.turn.envelope["payload"]["inputs"]["client_context"]
+    sent = [m for m in context["messages"] if m["source"] == "unmatched_history"]
+    assert [m["role"] for m in sent] == ["user", "assistant"] and planned.turn.refs == 0
+    assert sent[1]["tool_calls"][0]["id"] == use["id"]
 
 
-def test_unmatched_input_items_are_named(store: LedgerStore) -> None:
+def test_unmatched_input_items_start_a_thread_with_them_as_client_context(store: LedgerStore) -> None:
     body = {
         "instructions": "x",
         "input": [
@@ -230,10 +233,10 @@ def test_unmatched_input_items_are_named(store: LedgerStore) -> None:
             {"role": "user", "content": "c"},
         ],
     }
-    with pytest.raises(AdmissionError) as caught:
-        responses(store, body)
-    assert caught.value.reason_code == "openai.unmatched_history" and caught.value.field == "input"
-    assert caught.value.detail.startswith("input[0], input[1] match no recorded event")
+    planned = responses(store, body)
+    context = planned.turn.envelope["payload"]["inputs"]["client_context"]
+    sent = [(m["role"], m["content"]) for m in context["messages"] if m["source"] == "unmatched_history"]
+    assert sent == [("user", "a"), ("assistant", "b")] and planned.turn.refs == 0
 
 
 def test_anthropic_fields_become_chat_fields(store: LedgerStore) -> None:
