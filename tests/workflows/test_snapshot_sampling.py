@@ -67,3 +67,39 @@ def test_the_setting_is_bounded(value: int, ok: bool) -> None:
     else:
         with pytest.raises(ValidationError):
             load_settings(snapshot_sample_n=value)
+
+
+JSON_OBJECT = {"client_context": {"request_options": {"response_format": {"type": "json_object"}}}}
+
+
+@pytest.mark.parametrize(
+    ("text", "output_faults", "triggers"),
+    [
+        ('{"sky": "clear"}', True, None),  # valid: no fault
+        ("not json at all", True, ["schema_validation_failed"]),
+        ("not json at all", False, None),  # a turn of an earlier shape: recorded, no snapshot
+    ],
+)
+def test_an_answer_that_fails_the_asked_schema_is_a_fault(
+    text: str, output_faults: bool, triggers: list[str] | None
+) -> None:
+    context = ExecutionContext(
+        model=MODEL, context_digest=None, inputs=JSON_OBJECT, output_faults=output_faults
+    )
+    answer = ProviderCallResult(provider="echo", model="echo-1", output_text=text)
+    made = executed(context, _call("c-schema"), answer, answered(MODEL, None, answer))
+    assert made.payload.output_check is not None  # the verdict is recorded either way
+    if triggers is None:
+        assert made.snapshots == {}
+    else:
+        assert made.payload.output_check["valid"] is False
+        assert json.loads(made.snapshots["provider_output_snapshot"])["fault_triggers"] == triggers
+
+
+def test_a_rejected_tool_call_is_a_fault() -> None:
+    context = ExecutionContext(model=MODEL, context_digest=None, output_faults=True)
+    call = {"id": "call_1", "name": "nobody_offered_this", "arguments": {}}
+    answer = ProviderCallResult(provider="echo", model="echo-1", output_text="", tool_calls=[call])
+    made = executed(context, _call("c-tool"), answer, answered(MODEL, None, answer))
+    assert made.payload.tool_calls_rejected
+    assert json.loads(made.snapshots["provider_output_snapshot"])["fault_triggers"] == ["tool_call_rejected"]

@@ -48,7 +48,9 @@ def executed(
         payload = payload.model_copy(update={"exchanges_count": context.exchanges_count})
     debug = context.inputs.get("debug_snapshot") is True
     sample = sampled(call.correlation_id, context.snapshot_sample_n)
-    snapshots = execution_snapshots(call, payload, context.external, debug=debug, sampled=sample)
+    snapshots = execution_snapshots(
+        call, payload, context.external, debug=debug, sampled=sample, output_faults=context.output_faults
+    )
     stored: dict[str, dict[str, Any]] = {}
     if context.prompt_pack:
         rules = context.output_safety if context.output_safety is not None else SafetyRules()

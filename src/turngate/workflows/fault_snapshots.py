@@ -62,18 +62,26 @@ def execution_snapshots(
     *,
     debug: bool,
     sampled: bool = False,
+    output_faults: bool = False,
 ) -> dict[str, str]:
     """The EXECUTION step's snapshots ({} when nothing went wrong and none was asked for).
     ``sampled``: the turn is in the 1-in-N sample (core/sampling.py); a successful one is
-    snapshotted as a fault would be, trigger ``sampled``."""
+    snapshotted as a fault would be, trigger ``sampled``. ``output_faults`` (shape 8): an answer
+    that fails the client's JSON schema (``schema_validation_failed``: the gateway repairs
+    nothing, so the first failed validation is final) and tool calls whose arguments fail their
+    tool's schema (``tool_call_rejected``) are faults too."""
     triggers = []
     if payload.error:
         triggers.append("provider_error")
+    if output_faults and payload.output_check is not None and not payload.output_check.get("valid", True):
+        triggers.append("schema_validation_failed")
+    if output_faults and payload.tool_calls_rejected:
+        triggers.append("tool_call_rejected")
     if _fetch_faults(external):
         triggers.append("fetch_error")
     if debug:
         triggers.append("debug_request")
-    if sampled and not payload.error:
+    if sampled and not triggers:
         triggers.append("sampled")
     if not triggers:
         return {}

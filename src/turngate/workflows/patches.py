@@ -117,5 +117,8 @@ TURN_SHAPE_LOOP_GUARD = 6
 #: codes, context digest, error code: ``workflows/ending_memo.py``), written in the workflow task
 #: that completes the turn: one event more per turn, no extra workflow task.
 TURN_SHAPE_ENDING_MEMO = 7
+#: Shape 8: an answer that fails the client's JSON schema, or a tool call whose arguments fail
+#: its tool's schema, is a fault of the EXECUTION (snapshots; ``ExecutionContext.output_faults``).
+TURN_SHAPE_OUTPUT_FAULTS = 8
 #: The shape a worker starts new turns in (worker/boundary.py).
-CURRENT_TURN_SHAPE = TURN_SHAPE_ENDING_MEMO
+CURRENT_TURN_SHAPE = TURN_SHAPE_OUTPUT_FAULTS

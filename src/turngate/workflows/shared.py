@@ -85,11 +85,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+#: Fields added after payloads were recorded, with the value that means "as before": a dump
+#: leaves them out at that value, so recorded payloads round-trip to the same bytes
+#: (tests/replay/test_payload_compat.py).
+_LATER_FIELDS_AT_DEFAULT = {"snapshot_sample_n": 0, "output_faults": False}
+
+
 def _without_sampling_off(dumped: dict[str, Any]) -> dict[str, Any]:
-    """A dump without ``snapshot_sample_n`` while sampling is off: payloads recorded before the
-    field existed round-trip to the same bytes (tests/replay/test_payload_compat.py)."""
-    if dumped.get("snapshot_sample_n") == 0:
-        dumped.pop("snapshot_sample_n")
+    """A dump without the later fields while they hold their "as before" value."""
+    for name, default in _LATER_FIELDS_AT_DEFAULT.items():
+        if name in dumped and dumped[name] == default:
+            dumped.pop(name)
     return dumped
 
 
@@ -275,6 +281,9 @@ class ExecutionContext(_Model):
     exchanges_count: int | None = None
     external: ExternalContext | None = None
     snapshot_sample_n: int = 0  # the boundary's 1-in-N sampling of successful turns
+    # Shape 8: an answer that fails the JSON schema the client asked for, or a tool call whose
+    # arguments fail its tool's schema, is a fault (snapshots).
+    output_faults: bool = False
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

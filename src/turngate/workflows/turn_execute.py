@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from turngate.workflows.patches import (
         EXCHANGES_COUNT_ALWAYS,
         TURN_SHAPE_COUNTED_STEP,
+        TURN_SHAPE_OUTPUT_FAULTS,
         TURN_SHAPE_SNAPSHOT_STEP,
     )
     from turngate.workflows.redaction import output_safety_rules
@@ -58,11 +59,17 @@ PROVIDER_RETRY_INTERVAL = timedelta(milliseconds=500)
 
 
 def execution_context(
-    decision: TurnDecision, envelope: IntentEnvelope, *, count_every_turn: bool, sample_n: int = 0
+    decision: TurnDecision,
+    envelope: IntentEnvelope,
+    *,
+    count_every_turn: bool,
+    sample_n: int = 0,
+    output_faults: bool = False,
 ) -> ExecutionContext:
     """How the EXECUTION of this decision's provider call is made. ``count_every_turn``: the
     EXECUTION records ``exchanges_count`` without a prompt pack too (a turn with one always
-    does). ``sample_n``: the boundary's 1-in-N sampling of successful turns."""
+    does). ``sample_n``: the boundary's 1-in-N sampling of successful turns; ``output_faults``:
+    schema failures of the answer and of tool calls are faults (shape 8)."""
     resolution = decision.outcome.resolution
     pack = decision.prompts is not None
     counted = resolution is not None and (pack or count_every_turn)
@@ -76,6 +83,7 @@ def execution_context(
         exchanges_count=exchange_count(resolution) + 1 if counted and resolution is not None else None,
         external=decision.external,
         snapshot_sample_n=sample_n,
+        output_faults=output_faults,
     )
 
 
@@ -95,7 +103,11 @@ async def execute_turn(decision: TurnDecision, envelope: IntentEnvelope, boundar
     # Asked after the call, where turns recorded since the patch asked it.
     every_turn = decision.prompts is None and workflow.patched(EXCHANGES_COUNT_ALWAYS)
     context = execution_context(
-        decision, envelope, count_every_turn=every_turn, sample_n=boundary.snapshot_sample_n
+        decision,
+        envelope,
+        count_every_turn=every_turn,
+        sample_n=boundary.snapshot_sample_n,
+        output_faults=boundary.turn_shape >= TURN_SHAPE_OUTPUT_FAULTS,
     )
     return executed(context, call, answer, payload)
 
@@ -107,7 +119,11 @@ def failed_execution(
     call = decision.call
     assert call is not None
     context = execution_context(
-        decision, envelope, count_every_turn=_counts_every_turn(boundary), sample_n=boundary.snapshot_sample_n
+        decision,
+        envelope,
+        count_every_turn=_counts_every_turn(boundary),
+        sample_n=boundary.snapshot_sample_n,
+        output_faults=boundary.turn_shape >= TURN_SHAPE_OUTPUT_FAULTS,
     )
     return executed(context, call, None, call_failed(decision.model, context.context_digest, exc))
 
@@ -171,6 +187,7 @@ async def call_and_record_activity(
             envelope,
             count_every_turn=_counts_every_turn(boundary),
             sample_n=boundary.snapshot_sample_n,
+            output_faults=boundary.turn_shape >= TURN_SHAPE_OUTPUT_FAULTS,
         ),
         manifest=manifest,
         attempts=PROVIDER_ATTEMPTS,
