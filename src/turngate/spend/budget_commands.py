@@ -36,7 +36,15 @@ def _line(entry: dict[str, Any]) -> str:
         f"[{entry['window_start']} .. {entry['window_end']})  "
         f"tokens {spent['tokens']}/{_limit(budget['max_tokens'])} (left {_limit(remaining['tokens'])})  "
         f"cost {entry['spent_cost']}/{entry['max_cost'] or '-'} (left {entry['remaining_cost'] or '-'})"
+        + _over(budget.get("review"))
     )
+
+
+def _over(review: dict[str, Any] | None) -> str:
+    """What a turn over the budget gets, when it is not a DENY."""
+    if review is None:
+        return ""
+    return f"  over it: review by {review['role']}" + (", four-eyes" if review["four_eyes"] else "")
 
 
 async def cmd_budgets_set(args: argparse.Namespace) -> int:
