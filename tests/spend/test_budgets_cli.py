@@ -98,7 +98,7 @@ def test_set_then_show_lists_the_budget_in_effect_with_its_spend(ledger: str) ->
             "budget.invalid_review",
         ),
         (
-            ["--tenant", "acme", "--max-tokens", "1", "--on-exceed", "review", "--review-role", ""],
+            ["--tenant", "acme", "--max-tokens", "1", "--on-exceed", "review", "--review-role", "finance"],
             "budget.invalid_review",
         ),
     ],
@@ -123,14 +123,14 @@ def test_a_budget_that_sends_turns_over_it_to_review(ledger: str) -> None:
     made = budgets(
         ledger,
         *("set", "--tenant", "acme", "--max-tokens", "100", "--on-exceed", "review"),
-        *("--review-role", "finance", "--review-deadline-s", "2592000", "--four-eyes"),
+        *("--review-role", "admin", "--review-deadline-s", "2592000", "--four-eyes"),
     )
     assert made.returncode == 0, made.stderr
-    assert made.stdout.strip() == "budget #1 set for acme; over it a turn goes to review (finance)"
+    assert made.stdout.strip() == "budget #1 set for acme; over it a turn goes to review (admin)"
     [entry] = json.loads(budgets(ledger, "show", "--json").stdout)["budgets"]
     assert entry["budget"]["on_exceed"] == "review"
-    assert entry["budget"]["review"] == {"role": "finance", "deadline_s": 2592000, "four_eyes": True}
-    assert "over it: review by finance, four-eyes" in budgets(ledger, "show").stdout
+    assert entry["budget"]["review"] == {"role": "admin", "deadline_s": 2592000, "four_eyes": True}
+    assert "over it: review by admin, four-eyes" in budgets(ledger, "show").stdout
     default = budgets(ledger, "set", "--tenant", "b", "--max-tokens", "1", "--on-exceed", "review", "--json")
     assert json.loads(default.stdout)["review"] == {"role": "review", "deadline_s": 86400, "four_eyes": False}
     plain = json.loads(budgets(ledger, "set", "--tenant", "c", "--max-tokens", "1", "--json").stdout)

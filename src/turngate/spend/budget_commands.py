@@ -13,10 +13,15 @@ from turngate.core.model_aliases import (
     SpendError,
 )
 from turngate.core.review import ReviewSpec
+from turngate.security.principal import ROLE_ADMIN, ROLE_REVIEW
 from turngate.ledger import LedgerStore
 from turngate.ledger.budgets import BudgetStore, parse_cost
 from turngate.settings import load_settings
 from turngate.spend.status import budget_status
+
+
+#: The API key roles that may decide a review.
+REVIEW_ROLES = (ROLE_REVIEW, ROLE_ADMIN)
 
 
 def _open(args: argparse.Namespace) -> LedgerStore:
@@ -93,6 +98,10 @@ def _review_spec(args: argparse.Namespace) -> ReviewSpec | None:
         raise SpendError("budget.invalid_review", "--clear takes no review option")
     spec: dict[str, Any] = {"four_eyes": args.four_eyes}
     if args.review_role is not None:
+        if args.review_role not in REVIEW_ROLES:  # a role no key can hold would time every turn out
+            raise SpendError(
+                "budget.invalid_review", f"--review-role must be one of {', '.join(REVIEW_ROLES)}"
+            )
         spec["role"] = args.review_role
     if args.review_deadline_s is not None:
         spec["deadline_s"] = args.review_deadline_s
@@ -143,7 +152,11 @@ def add_budgets_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         default="deny",
         help="a turn that no candidate of fits: DENY it (default) or send it to human review",
     )
-    put.add_argument("--review-role", default=None, help="--on-exceed review: the role that decides (review)")
+    put.add_argument(
+        "--review-role",
+        default=None,
+        help="--on-exceed review: the key role that decides, review (default) or admin",
+    )
     put.add_argument(
         "--review-deadline-s", type=int, default=None, help="--on-exceed review: seconds to wait (86400)"
     )
