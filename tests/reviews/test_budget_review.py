@@ -31,6 +31,7 @@ from turngate.ledger import LedgerStore
 from turngate.ledger.budgets import BudgetStore, spend_snapshot
 from turngate.ledger.schema import events
 from turngate.policy_lifecycle.whatif import run_whatif
+from turngate.reviews.commands import review_lines
 
 POLICY_MODULE, POLICY_OBJECT = "tests.reviews.policies", "REVIEW"  # "refund" goes to review
 #: Approvers of over-budget turns need the admin role: the support reviewers (review) may not.
@@ -158,6 +159,8 @@ async def test_one_token_over_a_turn_waits_for_the_budget_reviewer_and_runs_once
         "budget_id": budget_id,
     }
     assert "DECISION" not in turns.recorded("c-over")  # nothing reserved while it waits
+    shown = await turns.stack.http.get("/reviews/c-over", headers=bearer(turns.approver))
+    assert f"role 'admin', four-eyes (over budget #{budget_id})" in "\n".join(review_lines(shown.json()))
     refused = await turns.verdict(
         turns.reviewer, "c-over", "approve"
     )  # the policy's role is not the budget's

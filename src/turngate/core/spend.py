@@ -8,6 +8,9 @@ rounded up to a whole micro-unit.
 
 Spend is accounting, not context: it is summed from recorded EXECUTION usage (and the
 reservations of ALLOWed DECISIONs still waiting for theirs), never shown to the policy.
+
+Past 500 lines on purpose: budgets, counting, admission and the plan are one calculation that
+the workflow and verify must run identically; split apart, the two callers could drift.
 """
 
 from __future__ import annotations
@@ -562,10 +565,10 @@ def recheck_plan(
     rows = [
         (c.candidate, c.available, c.reason if not c.available else None, c.price) for c in plan.candidates
     ]
-    again, review_by = admissions(
+    admitted, review_by = admissions(
         rows, plan.estimate_input_tokens, plan.estimate_output_tokens, plan.budgets, review_allowed
     )
-    for candidate, again_candidate in zip(plan.candidates, again, strict=True):
+    for candidate, again_candidate in zip(plan.candidates, admitted, strict=True):
         if again_candidate != candidate:
             problems.append(f"budget_mismatch: candidate {candidate.candidate} admission does not recompute")
     if review_by != plan.review_by:

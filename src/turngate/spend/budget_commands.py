@@ -13,12 +13,11 @@ from turngate.core.model_aliases import (
     SpendError,
 )
 from turngate.core.review import ReviewSpec
-from turngate.security.principal import ROLE_ADMIN, ROLE_REVIEW
 from turngate.ledger import LedgerStore
 from turngate.ledger.budgets import BudgetStore, parse_cost
+from turngate.security.principal import ROLE_ADMIN, ROLE_REVIEW
 from turngate.settings import load_settings
 from turngate.spend.status import budget_status
-
 
 #: The API key roles that may decide a review.
 REVIEW_ROLES = (ROLE_REVIEW, ROLE_ADMIN)

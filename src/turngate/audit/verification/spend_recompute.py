@@ -100,7 +100,7 @@ def _scope_problems(plan: SpendPlan, intent: Event, decision_index: int) -> list
 
 def _stored_budget(conn: Connection, budget_id: int) -> BudgetRecord | None:
     row = conn.execute(select(budgets).where(budgets.c.budget_id == budget_id)).first()
-    return BudgetRecord.from_row(row._mapping) if row is not None else None
+    return BudgetRecord.from_row(dict(row._mapping)) if row is not None else None
 
 
 def _window_problem(budget: BudgetRecord, start: str, end: str) -> bool:
