@@ -44,6 +44,8 @@ COMPATIBLE = [
     # Turns a policy sent to human review: approved (the review update), and timed out (the timer).
     "review_approved",
     "review_timed_out",
+    # A turn a budget sent to review (on_exceed: review), approved, then run on its spend plan.
+    "budget_review",
 ]
 
 

@@ -99,7 +99,7 @@ def render_whatif_text(report: WhatIfReport) -> str:
     if report.budget_reviewed:
         lines.append(
             f"NOTE {report.budget_reviewed} turn(s) went to review by a budget: recorded as the policy's "
-            "ALLOW (a budget with on_exceed review asks again whatever the policy)"
+            "ALLOW (the budget would ask again for a candidate that allows them)"
         )
     if report.unreproducible:
         lines.append(
