@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.stack import make_settings, running_stack
+from tests.stack import envelope, make_settings, running_stack
 from turngate.devserver import DevServer, free_port
 from turngate.temporal_client import connect
 
@@ -90,6 +90,9 @@ REVIEW_SCENARIOS: dict[str, tuple[str, str | None]] = {
     "review_approved": ("REVIEW", "approve"),
     "review_timed_out": ("SHORT", None),
 }
+#: A turn over a budget with ``on_exceed: "review"`` (docs/BUDGETS.md): it waits for a reviewer
+#: (API keys: budgets need a tenant), is approved through the API, and runs on its spend plan.
+BUDGET_REVIEW = "budget_review"
 #: Inputs of the second turn per scenario (default: none).
 _LOOP = [
     message
@@ -144,6 +147,9 @@ async def record(names: list[str]) -> None:
             if name in REVIEW_SCENARIOS:
                 await _record_review(client, server.address, name)
                 continue
+            if name == BUDGET_REVIEW:
+                await _record_budget_review(client, server.address, name)
+                continue
             overrides = SCENARIOS[name]
             settings = make_settings(Path(tempfile.mkdtemp()), server.address, **overrides)
             async with running_stack(settings) as stack:
@@ -184,6 +190,32 @@ async def _record_review(client: object, address: str, name: str) -> None:
         if verdict is not None:
             answer = await stack.http.post(f"/reviews/c-1/{verdict}", json={"comment": "checked"})
             answer.raise_for_status()
+        await client.get_workflow_handle(workflow_id).result()  # type: ignore[attr-defined]
+    history = await client.get_workflow_handle(workflow_id).fetch_history()  # type: ignore[attr-defined]
+    path = HERE / f"{name}.json"
+    path.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    print(f"recorded {path} ({len(history.events)} events)")
+
+
+async def _record_budget_review(client: object, address: str, name: str) -> None:
+    from tests.security.conftest import bearer, make_key
+    from turngate.core.review import ReviewSpec
+    from turngate.ledger import LedgerStore
+    from turngate.ledger.budgets import BudgetStore
+
+    settings = make_settings(Path(tempfile.mkdtemp()), address, auth_mode="keys")
+    writer = make_key(settings, "t1", "intent.write")
+    reviewer = make_key(settings, "t1", "review")
+    with LedgerStore(settings.effective_ledger_url) as store:
+        BudgetStore(store).set("t1", max_tokens=1, review=ReviewSpec(deadline_s=3600))
+    async with running_stack(settings) as stack:
+        body = envelope("What is 2+2?", correlation_id="c-1", thread_id="t")
+        resp = await stack.http.post("/ingress/intent", json=body, headers=bearer(writer))
+        workflow_id = resp.json()["workflow_id"]
+        while not (await stack.http.get("/reviews", headers=bearer(reviewer))).json()["reviews"]:
+            await asyncio.sleep(0.1)
+        answer = await stack.http.post("/reviews/c-1/approve", json={}, headers=bearer(reviewer))
+        answer.raise_for_status()
         await client.get_workflow_handle(workflow_id).result()  # type: ignore[attr-defined]
     history = await client.get_workflow_handle(workflow_id).fetch_history()  # type: ignore[attr-defined]
     path = HERE / f"{name}.json"

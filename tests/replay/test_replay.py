@@ -46,6 +46,8 @@ COMPATIBLE = [
     "review_approved",
     "review_timed_out",
     "request_options",
+    # A turn a budget sent to review (on_exceed: review), approved, then run on its spend plan.
+    "budget_review",
 ]
 
 

@@ -76,6 +76,31 @@ def test_set_then_show_lists_the_budget_in_effect_with_its_spend(ledger: str) ->
             "budget.invalid_window",
         ),
         (["--tenant", "acme", "--from", "2026-12-01", "--max-tokens", "1"], "budget.invalid_window"),
+        (["--tenant", "acme", "--max-tokens", "1", "--review-role", "finance"], "budget.invalid_review"),
+        (["--tenant", "acme", "--max-tokens", "1", "--four-eyes"], "budget.invalid_review"),
+        (["--tenant", "acme", "--clear", "--on-exceed", "review"], "budget.invalid_review"),
+        (["--tenant", "acme", "--on-exceed", "review"], "budget.no_limit"),
+        (
+            ["--tenant", "acme", "--max-tokens", "1", "--on-exceed", "review", "--review-deadline-s", "0"],
+            "budget.invalid_review",
+        ),
+        (
+            [
+                "--tenant",
+                "acme",
+                "--max-tokens",
+                "1",
+                "--on-exceed",
+                "review",
+                "--review-deadline-s",
+                "2592001",
+            ],
+            "budget.invalid_review",
+        ),
+        (
+            ["--tenant", "acme", "--max-tokens", "1", "--on-exceed", "review", "--review-role", "finance"],
+            "budget.invalid_review",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_its_code(ledger: str, args: list[str], code: str, capsys) -> None:
@@ -92,3 +117,21 @@ def test_budget_records_are_append_only(ledger: str) -> None:
             with pytest.raises(DatabaseError, match="append-only"), store.engine.begin() as conn:
                 conn.execute(text(statement))
         assert [r.max_tokens for r in BudgetStore(store).history()] == [5]
+
+
+def test_a_budget_that_sends_turns_over_it_to_review(ledger: str) -> None:
+    made = budgets(
+        ledger,
+        *("set", "--tenant", "acme", "--max-tokens", "100", "--on-exceed", "review"),
+        *("--review-role", "admin", "--review-deadline-s", "2592000", "--four-eyes"),
+    )
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == "budget #1 set for acme; over it a turn goes to review (admin)"
+    [entry] = json.loads(budgets(ledger, "show", "--json").stdout)["budgets"]
+    assert entry["budget"]["on_exceed"] == "review"
+    assert entry["budget"]["review"] == {"role": "admin", "deadline_s": 2592000, "four_eyes": True}
+    assert "over it: review by admin, four-eyes" in budgets(ledger, "show").stdout
+    default = budgets(ledger, "set", "--tenant", "b", "--max-tokens", "1", "--on-exceed", "review", "--json")
+    assert json.loads(default.stdout)["review"] == {"role": "review", "deadline_s": 86400, "four_eyes": False}
+    plain = json.loads(budgets(ledger, "set", "--tenant", "c", "--max-tokens", "1", "--json").stdout)
+    assert "on_exceed" not in plain and "review" not in plain

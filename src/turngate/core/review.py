@@ -29,6 +29,8 @@ ADMIN_ROLE = "admin"
 REVIEW_KEY = "review"
 
 REASON_APPROVED = "review.approved"
+#: The last reason code of a review a budget asked for (after the policy's own ALLOW codes).
+REASON_BUDGET_REVIEW = "budget.review_required"
 REASON_DENIED = "review.denied"
 REASON_TIMED_OUT = "review.timed_out"
 
@@ -55,9 +57,12 @@ class ReviewSpec(_Frozen):
 
 
 class ReviewRequest(ReviewSpec):
-    """What the policy asked: its reason codes and its spec, as the DECISION records them."""
+    """What the policy asked: its reason codes and its spec, as the DECISION records them. A
+    review a budget asked for names it (``budget_id``; its spec is the budget's, its reason codes
+    the policy's ALLOW codes and :data:`REASON_BUDGET_REVIEW`)."""
 
     reason_codes: tuple[ReasonCode, ...] = Field(min_length=1)
+    budget_id: int | None = None
 
 
 class Approver(_Frozen):
@@ -109,18 +114,37 @@ class ReviewBlock(_Frozen):
 
 
 def _request_payload(request: ReviewRequest) -> dict[str, Any]:
-    return {
+    payload: dict[str, Any] = {
         "reason_codes": list(request.reason_codes),
         "role": request.role,
         "deadline_s": request.deadline_s,
         "four_eyes": request.four_eyes,
     }
+    if request.budget_id is not None:
+        payload["budget_id"] = request.budget_id
+    return payload
 
 
 def pending_block(reason_codes: tuple[str, ...], spec: ReviewSpec) -> dict[str, Any]:
     """The ``review`` block of a DECISION the policy sent to review, before any verdict."""
     request = ReviewRequest(reason_codes=reason_codes, **spec.model_dump())
     return ReviewBlock(request=request).as_payload()
+
+
+def budget_block(policy_codes: tuple[str, ...], spec: ReviewSpec, budget_id: int) -> dict[str, Any]:
+    """The ``review`` block of an ALLOWed turn that budget ``budget_id`` sent to review."""
+    codes = (*policy_codes, REASON_BUDGET_REVIEW)
+    request = ReviewRequest(reason_codes=codes, budget_id=budget_id, **spec.model_dump())
+    return ReviewBlock(request=request).as_payload()
+
+
+def budget_request(stored: Mapping[str, Any]) -> ReviewRequest | None:
+    """The review a budget asked for in a stored DECISION (None: none, or a policy's)."""
+    try:
+        request = ReviewBlock.from_payload(stored.get(REVIEW_KEY)).request
+    except ValueError:
+        return None
+    return request if request.budget_id is not None else None
 
 
 def pending_request(payload: Mapping[str, Any]) -> ReviewRequest | None:
@@ -195,7 +219,7 @@ def replayed_outcome(again: Mapping[str, Any], stored: Mapping[str, Any]) -> tup
     decision, codes = str(again.get("decision")), [str(c) for c in again.get("reason_codes") or []]
     asked = again.get(REVIEW_KEY)
     if not isinstance(asked, Mapping):
-        return decision, codes
+        return _budget_settled(decision, codes, stored)
     request = ReviewBlock.from_payload(asked).request
     try:
         block = ReviewBlock.from_payload(stored.get(REVIEW_KEY))
@@ -207,6 +231,18 @@ def replayed_outcome(again: Mapping[str, Any], stored: Mapping[str, Any]) -> tup
         return decision, codes
     final, final_codes = final_outcome(request, block.verdict)
     return final, final_codes
+
+
+def _budget_settled(decision: str, codes: list[str], stored: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """A policy ALLOW that a budget sent to review (recorded with exactly these codes) is settled
+    by the recorded verdict, as a policy's own review is; anything else stands as decided."""
+    request = budget_request(stored)
+    if request is None or decision != "ALLOW" or list(request.reason_codes) != [*codes, REASON_BUDGET_REVIEW]:
+        return decision, codes
+    block = ReviewBlock.from_payload(stored.get(REVIEW_KEY))
+    if block.verdict is None:
+        return decision, codes
+    return final_outcome(request, block.verdict)
 
 
 #: ``asked`` when the policy that decided cannot be re-run here: its request is not compared.

@@ -8,6 +8,9 @@ rounded up to a whole micro-unit.
 
 Spend is accounting, not context: it is summed from recorded EXECUTION usage (and the
 reservations of ALLOWed DECISIONs still waiting for theirs), never shown to the policy.
+
+Past 500 lines on purpose: budgets, counting, admission and the plan are one calculation that
+the workflow and verify must run identically; split apart, the two callers could drift.
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from turngate.core.events import Event
 from turngate.core.model_aliases import (
@@ -29,6 +39,7 @@ from turngate.core.model_aliases import (
     SpendError,
     models_digest,
 )
+from turngate.core.review import ReviewSpec
 from turngate.core.spend_estimate import ESTIMATE_RULE_REQUEST, intent_tokens
 
 REASON_BUDGET_EXCEEDED = "budget.exceeded"
@@ -37,6 +48,10 @@ REASON_PRICE_UNKNOWN = "budget.price_unknown"
 SETTLED_FROM_ESTIMATE = "estimate"
 Period = Literal["day", "month", "window"]
 PERIODS: tuple[str, ...] = ("day", "month", "window")
+#: What a budget does with a turn that leaves it no candidate: DENY it (the default), or send it
+#: to human review (docs/BUDGETS.md, "Review instead of DENY").
+OnExceed = Literal["deny", "review"]
+ON_EXCEED: tuple[str, ...] = ("deny", "review")
 
 
 class _Frozen(BaseModel):
@@ -67,6 +82,35 @@ class BudgetRecord(_Frozen):
     max_tokens: int | None = None
     max_cost_micros: int | None = None
     set_at: str
+    on_exceed: OnExceed = "deny"
+    review: ReviewSpec | None = None  # on_exceed "review": who may approve, by when
+
+    @model_validator(mode="after")
+    def _review_with_its_spec(self) -> BudgetRecord:
+        if (self.on_exceed == "review") != (self.review is not None):
+            raise ValueError("a budget that sends turns to review has a review spec, and only it")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _deny_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A budget that denies records exactly the bytes it did before the review option.
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("on_exceed") == "deny":
+            dumped.pop("on_exceed", None)
+            dumped.pop("review", None)
+        return dumped
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> BudgetRecord:
+        """A record from its table row (the review spec is kept in three columns)."""
+        values = dict(row)
+        role, deadline, four_eyes = (
+            values.pop(f"review_{n}", None) for n in ("role", "deadline_s", "four_eyes")
+        )
+        values["on_exceed"] = values.get("on_exceed") or "deny"
+        if values["on_exceed"] == "review":
+            values["review"] = ReviewSpec(role=role, deadline_s=deadline, four_eyes=bool(four_eyes))
+        return cls.model_validate(values)
 
     @property
     def scope(self) -> tuple[str, str | None]:
@@ -279,13 +323,21 @@ class SpendPlan(_Frozen):
     budgets: tuple[BudgetCheck, ...]
     reserve: Spend
     estimate: SpendEstimate | None = None  # None: the first rule (recorded plans keep their bytes)
+    #: The budget (``on_exceed: "review"``) that sent the turn to review: no candidate fitted,
+    #: and the admitted ones are those within every other limit (None: no review asked).
+    review_by: int | None = None
 
     @model_serializer(mode="wrap")
     def _without_first_rule_estimate(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         dumped: dict[str, Any] = handler(self)
-        if dumped.get("estimate") is None:
-            dumped.pop("estimate", None)
+        for optional in ("estimate", "review_by"):
+            if dumped.get(optional) is None:
+                dumped.pop(optional, None)
         return dumped
+
+    def review_budget(self) -> BudgetRecord | None:
+        """The budget that asked for review (None: none did)."""
+        return next((c.budget for c in self.budgets if c.budget.budget_id == self.review_by), None)
 
     def admitted(self) -> list[str]:
         return [c.candidate for c in self.candidates if c.admitted]
@@ -314,10 +366,12 @@ def cost_micros(price: Price | None, input_tokens: int, output_tokens: int) -> i
     return math.ceil(total / MICROS)
 
 
-def _refusal(check: BudgetCheck, estimate: Spend, priced: bool) -> str | None:
+def _refusal(check: BudgetCheck, estimate: Spend, priced: bool, lifted: bool = False) -> str | None:
     budget, spent = check.budget, check.spent
     if budget.max_cost_micros is not None and not priced:
         return REASON_PRICE_UNKNOWN
+    if lifted:  # its limits are a review threshold, not a refusal (an unknown price still is)
+        return None
     if budget.max_tokens is not None and spent.tokens + estimate.tokens > budget.max_tokens:
         return REASON_BUDGET_EXCEEDED
     if (
@@ -337,8 +391,10 @@ def admit(
     input_tokens: int,
     output_tokens: int,
     checks: Sequence[BudgetCheck],
+    lifted: frozenset[int] = frozenset(),
 ) -> CandidatePlan:
-    """One candidate's admission: available, and within every budget with its estimate."""
+    """One candidate's admission: available, and within every budget with its estimate (the
+    ``lifted`` budgets' limits not counted: a turn sent to their review)."""
     estimate = Spend(
         tokens=input_tokens + output_tokens, cost_micros=cost_micros(price, input_tokens, output_tokens)
     )
@@ -352,7 +408,7 @@ def admit(
             admitted=False,
         )
     for check in checks:
-        refusal = _refusal(check, estimate, price is not None)
+        refusal = _refusal(check, estimate, price is not None, check.budget.budget_id in lifted)
         if refusal is not None:
             return CandidatePlan(
                 candidate=candidate,
@@ -364,6 +420,51 @@ def admit(
                 refused_by=check.budget.budget_id,
             )
     return CandidatePlan(candidate=candidate, available=True, price=price, estimate=estimate, admitted=True)
+
+
+#: One candidate as admission reads it: (provider:model, available, why not, its price).
+CandidateRow = tuple[str, bool, str | None, Price | None]
+
+
+def admissions(
+    rows: Sequence[CandidateRow],
+    input_tokens: int,
+    output_tokens: int,
+    checks: Sequence[BudgetCheck],
+    review_allowed: bool = True,
+) -> tuple[tuple[CandidatePlan, ...], int | None]:
+    """Every candidate's admission, and the budget that sends the turn to review (None: none).
+
+    Review only replaces a DENY: when no candidate fits every budget, the budgets with
+    ``on_exceed: "review"`` have their limits lifted and the candidates within all the others are
+    admitted for review, by the first of those budgets that refused the first such candidate.
+    ``review_allowed`` is False for a turn the policy already sent to review (one review a turn).
+    """
+
+    def planned(lifted: frozenset[int]) -> tuple[CandidatePlan, ...]:
+        return tuple(
+            admit(
+                name,
+                available=available,
+                reason=reason,
+                price=price,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                checks=checks,
+                lifted=lifted,
+            )
+            for name, available, reason, price in rows
+        )
+
+    strict = planned(frozenset())
+    lifted = frozenset(c.budget.budget_id for c in checks if c.budget.on_exceed == "review")
+    if any(c.admitted for c in strict) or not lifted or not review_allowed:
+        return strict, None
+    reviewed = planned(lifted)
+    first = next((i for i, c in enumerate(reviewed) if c.admitted), None)
+    if first is None:
+        return strict, None
+    return reviewed, strict[first].refused_by
 
 
 def reserve_for(candidates: Sequence[CandidatePlan]) -> Spend:
@@ -387,23 +488,19 @@ def plan_spend(
     message: str,
     max_tokens: int | None,
     estimate: SpendEstimate | None = None,
+    review_allowed: bool = True,
 ) -> SpendPlan:
     """The plan for a turn: ``candidates`` are ``(provider:model, available, reason)`` in order.
-    ``estimate``: the input estimate of everything sent; without it, the first rule's."""
+    ``estimate``: the input estimate of everything sent; without it, the first rule's.
+    ``review_allowed``: a budget may send the turn to review (:func:`admissions`)."""
     input_tokens = estimate.input_tokens if estimate is not None else estimate_input_tokens(message)
     output_tokens = max_tokens or (models.output_reserve_tokens if models else DEFAULT_OUTPUT_RESERVE_TOKENS)
-    planned = tuple(
-        admit(
-            name,
-            available=available,
-            reason=reason,
-            price=models.prices.get(name) if models else None,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            checks=snapshot.checks if snapshot else (),
-        )
+    rows = [
+        (name, available, reason, models.prices.get(name) if models else None)
         for name, available, reason in candidates
-    )
+    ]
+    checks = snapshot.checks if snapshot else ()
+    planned, review_by = admissions(rows, input_tokens, output_tokens, checks, review_allowed)
     return SpendPlan(
         alias=alias,
         models_digest=models_digest(models) if models else None,
@@ -413,9 +510,10 @@ def plan_spend(
         estimate_input_tokens=input_tokens,
         estimate_output_tokens=output_tokens,
         candidates=planned,
-        budgets=snapshot.checks if snapshot else (),
+        budgets=checks,
         reserve=reserve_for(planned),
         estimate=estimate,
+        review_by=review_by,
     )
 
 
@@ -443,11 +541,13 @@ def recheck_plan(
     message: str,
     max_tokens: int | None,
     intent_payload: Mapping[str, Any] | None = None,
+    review_allowed: bool = True,
 ) -> list[str]:
     """Problems between a recorded plan and its recomputation: the spend of each budget
     (``recounted``: budget_id -> (settled, reserved) counted again from the ledger), the
     estimate (from the INTENT, ``intent_payload``, under the rule the plan records), each
-    candidate's admission and the reserve."""
+    candidate's admission, the budget that asked for review (``review_allowed``: as for
+    :func:`admissions`) and the reserve."""
     problems: list[str] = []
     for check in plan.budgets:
         again = recounted.get(check.budget.budget_id)
@@ -462,18 +562,19 @@ def recheck_plan(
     problems += _estimate_problems(plan, message, intent_payload)
     if max_tokens is not None and plan.estimate_output_tokens != max_tokens:
         problems.append("budget_mismatch: the recorded output estimate is not the INTENT's max_tokens")
-    for candidate in plan.candidates:
-        again_candidate = admit(
-            candidate.candidate,
-            available=candidate.available,
-            reason=candidate.reason if not candidate.available else None,
-            price=candidate.price,
-            input_tokens=plan.estimate_input_tokens,
-            output_tokens=plan.estimate_output_tokens,
-            checks=plan.budgets,
-        )
+    rows = [
+        (c.candidate, c.available, c.reason if not c.available else None, c.price) for c in plan.candidates
+    ]
+    admitted, review_by = admissions(
+        rows, plan.estimate_input_tokens, plan.estimate_output_tokens, plan.budgets, review_allowed
+    )
+    for candidate, again_candidate in zip(plan.candidates, admitted, strict=True):
         if again_candidate != candidate:
             problems.append(f"budget_mismatch: candidate {candidate.candidate} admission does not recompute")
+    if review_by != plan.review_by:
+        problems.append(
+            f"budget_mismatch: the plan records review by budget {plan.review_by}, recomputed {review_by}"
+        )
     if reserve_for(plan.candidates) != plan.reserve:
         problems.append("budget_mismatch: the recorded reserve does not recompute")
     return problems

@@ -31,7 +31,7 @@ from turngate.core.decision import (
 from turngate.core.events import Event
 from turngate.core.model_resolution import MODEL_UNAVAILABLE, PROVIDER_MISSING_CREDENTIALS, PROVIDER_UNKNOWN
 from turngate.core.policy import LoadedPolicy
-from turngate.core.review import REVIEW_KEY, ReviewBlock
+from turngate.core.review import REVIEW_KEY, ReviewBlock, budget_request
 
 #: How a candidate that raised (or returned no PolicyDecision) is reported per INTENT.
 POLICY_ERROR = "policy.error"
@@ -72,14 +72,19 @@ class Redecision(BaseModel):
     error: dict[str, str] | None = None
     #: Why the candidate could not be asked on the recorded inputs (None: it was).
     unreproducible: str | None = None
+    #: The budget that sent the recorded turn to review (None: none did).
+    budget_review: int | None = None
 
 
 def recorded_verdict(stored: Mapping[str, Any]) -> Verdict:
     """What the recorded policy answered: a reviewed turn's is ``REVIEW`` with the request's
-    reason codes (the person's verdict is not the policy's)."""
+    reason codes (the person's verdict is not the policy's); a turn a budget sent to review, the
+    policy's ALLOW (the budget would ask again for a policy that allows it)."""
     block = stored.get(REVIEW_KEY)
     if isinstance(block, Mapping) and "verdict" in block:
         request = ReviewBlock.from_payload(block).request
+        if request.budget_id is not None:  # a budget's review: the policy had allowed the turn
+            return Verdict(decision="ALLOW", reason_codes=list(request.reason_codes[:-1]))
         return Verdict(decision="REVIEW", reason_codes=list(request.reason_codes))
     codes = stored.get("reason_codes")
     return Verdict(
@@ -145,4 +150,5 @@ def redecide(
         candidate=candidate,
         change=change_between(recorded, candidate),
         error=policy_error,
+        budget_review=request.budget_id if (request := budget_request(stored)) is not None else None,
     )

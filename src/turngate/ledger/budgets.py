@@ -20,6 +20,7 @@ from turngate.core.model_aliases import (
     MICROS,
     SpendError,
 )
+from turngate.core.review import ReviewSpec
 from turngate.core.spend import (
     PERIODS,
     BudgetCheck,
@@ -58,7 +59,7 @@ def parse_cost(text: str | None) -> int | None:
 
 
 def _record(row: object) -> BudgetRecord:
-    return BudgetRecord.model_validate(dict(row._mapping))  # type: ignore[attr-defined]
+    return BudgetRecord.from_row(row._mapping)  # type: ignore[attr-defined]
 
 
 class BudgetStore:
@@ -77,8 +78,10 @@ class BudgetStore:
         max_cost_micros: int | None = None,
         window_start: str | None = None,
         window_end: str | None = None,
+        review: ReviewSpec | None = None,
     ) -> BudgetRecord:
-        """Append a budget record (no limits: the scope's budget is cleared)."""
+        """Append a budget record (no limits: the scope's budget is cleared). With ``review``, a
+        turn the budget leaves no candidate goes to that review instead of being denied."""
         tenant = tenant_id.strip()
         if not tenant:
             raise SpendError("budget.invalid_scope", "a tenant is needed")
@@ -90,6 +93,8 @@ class BudgetStore:
             if value is not None and value < 0:
                 raise SpendError("budget.invalid_limit", f"--{name} must be >= 0")
         start, end = _window(period, window_start, window_end)
+        if review is not None and max_tokens is None and max_cost_micros is None:
+            raise SpendError("budget.invalid_review", "a review option needs a limit to review over")
         values: dict[str, Any] = {
             "tenant_id": tenant,
             "key_id": key_id,
@@ -100,9 +105,18 @@ class BudgetStore:
             "max_cost_micros": max_cost_micros,
             "set_at": utc_now_iso(),
         }
+        columns: dict[str, Any] = {"on_exceed": "deny"}
+        if review is not None:
+            columns = {
+                "on_exceed": "review",
+                "review_role": review.role,
+                "review_deadline_s": review.deadline_s,
+                "review_four_eyes": review.four_eyes,
+            }
         with self._store.engine.begin() as conn:
-            budget_id = conn.execute(insert(budgets).values(**values)).inserted_primary_key[0]  # type: ignore[index]
-        return BudgetRecord(budget_id=int(budget_id), **values)
+            inserted = conn.execute(insert(budgets).values(**values, **columns)).inserted_primary_key
+        extra: dict[str, Any] = {"on_exceed": "review", "review": review} if review is not None else {}
+        return BudgetRecord(budget_id=int(inserted[0]), **values, **extra)  # type: ignore[index]
 
     def history(self, tenant_id: str | None = None) -> list[BudgetRecord]:
         """Every record, oldest first (of one tenant when given)."""

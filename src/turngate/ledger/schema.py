@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Index,
     Integer,
@@ -126,6 +127,11 @@ budgets = Table(
     Column("max_tokens", BigInteger, nullable=True),
     Column("max_cost_micros", BigInteger, nullable=True),
     Column("set_at", Text, nullable=False),
+    # What a turn over the budget gets (migration 0012): "deny", or "review" by the spec below.
+    Column("on_exceed", Text, nullable=False, server_default="deny"),
+    Column("review_role", Text, nullable=True),
+    Column("review_deadline_s", BigInteger, nullable=True),
+    Column("review_four_eyes", Boolean, nullable=True),
     Index("ix_budgets_tenant_id_budget_id", "tenant_id", "budget_id"),
 )
 

@@ -86,6 +86,7 @@ def render_whatif_text(report: WhatIfReport) -> str:
             f"FLIP {flip.change.value}: {flip.correlation_id} thread {flip.thread_id} index {flip.index}: "
             f"{_verdict(flip.recorded.decision, flip.recorded.reason_codes)} -> "
             f"{_verdict(flip.candidate.decision, flip.candidate.reason_codes)}"
+            + (f" (budget {flip.budget_review} sent it to review)" if flip.budget_review is not None else "")
         )
     for item in report.errors:
         lines.append(f"ERROR {item.code}: {item.correlation_id} thread {item.thread_id}: {item.detail}")
@@ -94,6 +95,11 @@ def render_whatif_text(report: WhatIfReport) -> str:
     if report.config_unknown:
         lines.append(
             f"NOTE {report.config_unknown} turn(s) were decided under another context config: not checked"
+        )
+    if report.budget_reviewed:
+        lines.append(
+            f"NOTE {report.budget_reviewed} turn(s) went to review by a budget: recorded as the policy's "
+            "ALLOW (the budget would ask again for a candidate that allows them)"
         )
     if report.unreproducible:
         lines.append(

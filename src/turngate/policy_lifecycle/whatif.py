@@ -86,6 +86,7 @@ class Flip(BaseModel):
     recorded: Verdict
     candidate: Verdict
     error: dict[str, str] | None = None
+    budget_review: int | None = None  # the budget that sent the recorded turn to review
 
 
 class PolicyErrorItem(BaseModel):
@@ -113,6 +114,8 @@ class WhatIfReport(BaseModel):
     #: DECISIONs whose recorded inputs did not recompute, or that have no INTENT before them
     unreproducible: int = 0
     unreproducible_ids: list[str] = Field(default_factory=list)
+    #: checked turns that a budget sent to review (their recorded verdict is the policy's ALLOW)
+    budget_reviewed: int = 0
     duration_ms: int = 0
 
     @property
@@ -150,6 +153,7 @@ class _Part:
     config_unknown: int = 0
     unreproducible: int = 0
     unreproducible_ids: list[str] = field(default_factory=list)
+    budget_reviewed: int = 0
     # One Verdict object per distinct (decision, reasons): a report of many flips shares them
     # (and so does its pickle from a forked process).
     verdicts: dict[tuple[str, tuple[str, ...]], Verdict] = field(default_factory=dict)
@@ -238,6 +242,7 @@ def _run_batch(
             part.note_unreproducible(cid)
             continue
         part.checked += 1
+        part.budget_reviewed += again.budget_review is not None
         if again.error is not None:
             part.errors.append(
                 PolicyErrorItem(
@@ -259,6 +264,7 @@ def _run_batch(
                     recorded=part.shared(again.recorded),
                     candidate=part.shared(again.candidate),
                     error=again.error,
+                    budget_review=again.budget_review,
                 )
             )
 
@@ -330,6 +336,7 @@ def _merge(policy: LoadedPolicy, query: WhatIfQuery, parts: Sequence[_Part]) -> 
         report.flipped.extend(part.flips)
         report.errors.extend(part.errors)
         report.config_unknown += part.config_unknown
+        report.budget_reviewed += part.budget_reviewed
         report.unreproducible += part.unreproducible
         room = LISTED_UNREPRODUCIBLE - len(report.unreproducible_ids)
         report.unreproducible_ids.extend(part.unreproducible_ids[: max(0, room)])

@@ -70,6 +70,7 @@ def review_lines(review: dict[str, Any]) -> list[str]:
     lines.append(
         f"asks      {', '.join(request.get('reason_codes') or [])}: role {request.get('role')!r}"
         f"{', four-eyes' if request.get('four_eyes') else ''}"
+        + (f" (over budget #{request['budget_id']})" if request.get("budget_id") is not None else "")
     )
     lines.append(f"message   {review.get('message')}")
     return lines

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from turngate.core.payloads import ExecutionPayload
     from turngate.core.provider_errors import FALLBACK_CODES
+    from turngate.core.review import budget_block
     from turngate.core.spend import (
         REASON_BUDGET_EXCEEDED,
         SpendEstimate,
@@ -140,7 +141,8 @@ def govern_request(
     """The spend plan of an ALLOWed turn with an alias or a budget, its input estimate counted
     over the assembled request (``tools``: the definitions offered), recorded in the DECISION
     under ``spend``; DENY ``budget.exceeded`` when budgets leave no candidate, before anything is
-    sent. The turn then starts on its first admitted candidate."""
+    sent, or, for a budget with ``on_exceed: "review"``, a pending review (the DECISION's
+    ``review`` block names the budget). The turn then starts on its first admitted candidate."""
     if not _governed(outcome, route, begin) or not workflow.patched(SPEND_COUNTS_REQUEST):
         return outcome, model, None
     own = intent_tokens(begin.intent.payload)
@@ -158,6 +160,8 @@ def _planned(
     estimate: SpendEstimate | None,
 ) -> tuple[DecisionOutcome, ModelResolution, SpendPlan]:
     intent = begin.intent
+    # One review a turn: a turn the policy sent to review is denied by a budget it passes.
+    policy_review = outcome.record.review is not None
     plan = plan_spend(
         alias=route.alias,
         candidates=route.candidates,
@@ -168,8 +172,13 @@ def _planned(
         message=envelope.message,
         max_tokens=envelope.payload.budget.max_tokens if envelope.payload.budget else None,
         estimate=estimate,
+        review_allowed=not policy_review,
     )
     record = outcome.record.model_copy(update={"spend": plan.model_dump(mode="json")})
+    reviewer = plan.review_budget()
+    if reviewer is not None and reviewer.review is not None:  # waits for a person (turn_review.py)
+        block = budget_block(tuple(record.reason_codes), reviewer.review, reviewer.budget_id)
+        record = record.model_copy(update={"review": block})
     denial = budget_denial(plan)
     if denial is not None:
         return outcome.recording(record.denied(REASON_BUDGET_EXCEEDED, denial)), model, plan

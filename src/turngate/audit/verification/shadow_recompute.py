@@ -19,9 +19,15 @@ from typing import Any
 from turngate.core.context import ContextConfig, build_context
 from turngate.core.decision import judge_as_recorded, stored_scope
 from turngate.core.events import Event
-from turngate.core.policy import InvalidIntentError, LoadedPolicy, PolicyLoadError, load_policy
+from turngate.core.policy import (
+    InvalidIntentError,
+    LoadedPolicy,
+    PolicyDecision,
+    PolicyLoadError,
+    load_policy,
+)
 from turngate.core.refs import RefResolutionError
-from turngate.core.review import NOT_RERUN, pending_block
+from turngate.core.review import NOT_RERUN, ReviewSpec, budget_block, budget_request, pending_block
 from turngate.core.shadow import ENTRY_KEYS, SHADOW_KEY, shadow_problems
 
 log = logging.getLogger(__name__)
@@ -71,7 +77,26 @@ def rerun_review(
     stored: Mapping[str, Any], intent: Event, candidates: Sequence[Event], cfg: ContextConfig
 ) -> Mapping[str, Any] | str | None:
     """The ``review`` block the DECISION's own policy gives again on its recorded inputs (None:
-    it asks for none; ``NOT_RERUN``: that policy does not load here)."""
+    it asks for none; ``NOT_RERUN``: that policy does not load here). For a review a budget asked
+    for (the policy asked none), the block the budget's recorded request and the policy's
+    re-run ALLOW codes give."""
+    again = rerun_policy(stored, intent, candidates, cfg)
+    if isinstance(again, str):
+        return again
+    if again.review is not None:
+        return pending_block(again.reason_codes, again.review)
+    request = budget_request(stored)
+    if request is None or request.budget_id is None or again.decision != "ALLOW":
+        return None
+    spec = ReviewSpec(role=request.role, deadline_s=request.deadline_s, four_eyes=request.four_eyes)
+    return budget_block(tuple(again.reason_codes), spec, request.budget_id)
+
+
+def rerun_policy(
+    stored: Mapping[str, Any], intent: Event, candidates: Sequence[Event], cfg: ContextConfig
+) -> PolicyDecision | str:
+    """The DECISION's own policy's answer again on its recorded inputs (``NOT_RERUN``: that
+    policy does not load here)."""
     recorded = stored.get("policy")
     if not isinstance(recorded, Mapping):
         return NOT_RERUN
@@ -83,10 +108,7 @@ def rerun_review(
     policy = known_policies().get(identity)
     if policy is None:
         return NOT_RERUN
-    again = judge_as_recorded(intent, candidates, cfg, policy, stored_scope(stored)).decision
-    if again.review is None:
-        return None
-    return pending_block(again.reason_codes, again.review)
+    return judge_as_recorded(intent, candidates, cfg, policy, stored_scope(stored)).decision
 
 
 def shadows_not_rerun(stored: Mapping[str, Any]) -> list[str]:

@@ -21,6 +21,7 @@ from turngate.core.model_aliases import (
     SpendError,
     split_candidate,
 )
+from turngate.core.review import REASON_BUDGET_REVIEW, REVIEW_KEY, ReviewSpec, budget_request
 from turngate.core.spend import (
     SETTLED_FROM_ESTIMATE,
     BudgetRecord,
@@ -69,8 +70,15 @@ def verify_spend(
     )
     body = intent.payload.get("payload") or {}
     budget = intent.payload.get("budget") or {}
+    # One review a turn: a turn the policy sent to review was planned without a budget's.
+    policy_review = REVIEW_KEY in payload and budget_request(payload) is None
     problems += recheck_plan(
-        plan, recounted, str(body.get("message", "")), budget.get("max_tokens"), intent.payload
+        plan,
+        recounted,
+        str(body.get("message", "")),
+        budget.get("max_tokens"),
+        intent.payload,
+        review_allowed=not policy_review,
     )
     problems += _decision_problems(plan, payload)
     problems += _execution_problems(conn, plan, intent.correlation_id)
@@ -92,7 +100,7 @@ def _scope_problems(plan: SpendPlan, intent: Event, decision_index: int) -> list
 
 def _stored_budget(conn: Connection, budget_id: int) -> BudgetRecord | None:
     row = conn.execute(select(budgets).where(budgets.c.budget_id == budget_id)).first()
-    return BudgetRecord.model_validate(dict(row._mapping)) if row is not None else None
+    return BudgetRecord.from_row(dict(row._mapping)) if row is not None else None
 
 
 def _window_problem(budget: BudgetRecord, start: str, end: str) -> bool:
@@ -102,7 +110,29 @@ def _window_problem(budget: BudgetRecord, start: str, end: str) -> bool:
         return True
 
 
+def _review_problems(plan: SpendPlan, payload: Mapping[str, Any]) -> list[str]:
+    """A plan whose budget asked for review has that budget's review block, and only it (the
+    verdict and the decision it gives are the review check's, core/review.py)."""
+    request = budget_request(payload)
+    reviewer = plan.review_budget()
+    if reviewer is None or reviewer.review is None:
+        if request is not None or plan.review_by is not None:
+            return ["budget_mismatch: a review by a budget the plan does not send the turn to"]
+        return []
+    if request is None or request.budget_id != reviewer.budget_id:
+        return [
+            f"budget_mismatch: budget {reviewer.budget_id} asks for review, the DECISION records none by it"
+        ]
+    spec = ReviewSpec(role=request.role, deadline_s=request.deadline_s, four_eyes=request.four_eyes)
+    if spec != reviewer.review or request.reason_codes[-1] != REASON_BUDGET_REVIEW:
+        return [f"budget_mismatch: the review request is not budget {reviewer.budget_id}'s review spec"]
+    return []
+
+
 def _decision_problems(plan: SpendPlan, payload: Mapping[str, Any]) -> list[str]:
+    review = _review_problems(plan, payload)
+    if review:
+        return review
     denial = budget_denial(plan)
     if denial is not None:
         if payload.get("decision") != "DENY" or payload.get("error") != denial:
