@@ -202,6 +202,15 @@ def _current_message(split: _Split) -> HistoryMessage:
 def _client_messages(message: HistoryMessage) -> list[ClientMessage]:
     """An unmatched history message as client context (a run of tool results: one each)."""
     if message.role == "tool":
+        for offset, result in enumerate(message.tool_results):
+            if not result.content:  # client context holds no empty message: nothing to record
+                position = message.position + offset
+                raise AdmissionError(
+                    "openai.unsupported_message",
+                    f"messages[{position}]: an empty tool result that matches no recorded event "
+                    "cannot be recorded as client context",
+                    f"messages[{position}]",
+                )
         return [
             ClientMessage(
                 role="tool", content=r.content, tool_call_id=r.tool_call_id, source="unmatched_history"
