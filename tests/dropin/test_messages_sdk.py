@@ -198,7 +198,8 @@ async def test_deny_is_a_permission_error(stack: Stack, upstream: ToolLoopOpenAI
         "code": "model.unavailable",
     }
     headers = caught.value.response.headers
-    assert headers["x-turngate-decision"] == "DENY" and headers["x-turngate-reason-code"] == "model.unavailable"
+    assert headers["x-turngate-decision"] == "DENY"
+    assert headers["x-turngate-reason-code"] == "model.unavailable"
     assert headers["x-should-retry"] == "false"  # a retry finds the same recorded DENY
 
 

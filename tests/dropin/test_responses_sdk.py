@@ -303,6 +303,28 @@ async def test_resent_messages_continue_a_text_conversation(stack: Stack, upstre
     await verified(stack, firsts["INTENT"]["thread_id"])
 
 
+async def test_a_conversation_resent_as_messages_continues_its_thread(
+    stack: Stack, upstream: ToolLoopOpenAI
+) -> None:
+    """Resent as plain messages (no ids of ours): the chat path's stateless rule finds the call
+    that got the answer, by the ``resp_`` id derived from its messages."""
+    sdk = client(stack)
+    first = await sdk.responses.create(model="gpt-4o-mini", input="What is five plus five?")
+    second = await sdk.responses.create(
+        model="gpt-4o-mini",
+        input=[
+            {"role": "user", "content": "What is five plus five?"},
+            {"role": "assistant", "content": first.output_text},
+            {"role": "user", "content": "Why?"},
+        ],
+    )
+    firsts, seconds = await turn_events(stack, first.id), await turn_events(stack, second.id)
+    assert seconds["INTENT"]["thread_id"] == firsts["INTENT"]["thread_id"]
+    assert seconds["INTENT"]["parent_turn_id"] == first.id
+    assert len(seconds["INTENT"]["payload"]["declared_refs"]) == 2
+    await verified(stack, firsts["INTENT"]["thread_id"])
+
+
 async def test_a_provider_rate_limit_is_a_429(stack: Stack, upstream: ToolLoopOpenAI) -> None:
     upstream.fail_next(429, retry_after="0", times=5)
     with pytest.raises(openai.RateLimitError) as caught:
