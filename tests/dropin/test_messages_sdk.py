@@ -238,9 +238,7 @@ async def test_a_text_conversation_on_a_named_thread(stack: Stack, upstream: Too
     await verified(stack, "th-anthropic-text")
 
 
-async def test_a_text_conversation_continues_without_a_header(
-    stack: Stack, upstream: ToolLoopOpenAI
-) -> None:
+async def test_a_text_conversation_continues_without_a_header(stack: Stack, upstream: ToolLoopOpenAI) -> None:
     """A stateless text chat: the messages before the last answer are the first call's, so the
     second call continues its thread (the chat path's rule, with ``msg_`` ids)."""
     sdk = client(stack)
