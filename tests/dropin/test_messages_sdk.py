@@ -197,7 +197,10 @@ async def test_deny_is_a_permission_error(stack: Stack, upstream: ToolLoopOpenAI
         "message": caught.value.body["error"]["message"],  # type: ignore[index]
         "code": "model.unavailable",
     }
-    assert caught.value.response.headers["x-turngate-decision"] == "DENY"
+    headers = caught.value.response.headers
+    assert headers["x-turngate-decision"] == "DENY"
+    assert headers["x-turngate-reason-code"] == "model.unavailable"
+    assert headers["x-should-retry"] == "false"  # a retry finds the same recorded DENY
 
 
 async def test_keys_as_x_api_key_or_bearer(stack: Stack, upstream: ToolLoopOpenAI) -> None:
@@ -223,8 +226,7 @@ async def test_keys_as_x_api_key_or_bearer(stack: Stack, upstream: ToolLoopOpenA
 
 
 async def test_a_text_conversation_on_a_named_thread(stack: Stack, upstream: ToolLoopOpenAI) -> None:
-    """Without tool calls the SDK resends nothing turngate gave an id to: the thread is named by
-    the header (or matched by the chat path's history rules, docs/OPENAI.md)."""
+    """A thread named by the header: the resent exchange matches its recorded events."""
     sdk = client(stack, default_headers={"X-Turngate-Thread": "th-anthropic-text"})
     messages: list[Any] = [{"role": "user", "content": "What is two plus two?"}]
     first = await sdk.messages.create(model="gpt-4o-mini", max_tokens=64, messages=messages)
@@ -234,6 +236,69 @@ async def test_a_text_conversation_on_a_named_thread(stack: Stack, upstream: Too
     assert seconds["INTENT"]["thread_id"] == "th-anthropic-text"
     assert len(seconds["INTENT"]["payload"]["declared_refs"]) == 2
     await verified(stack, "th-anthropic-text")
+
+
+async def test_a_text_conversation_continues_without_a_header(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    """A stateless text chat: the messages before the last answer are the first call's, so the
+    second call continues its thread (the chat path's rule, with ``msg_`` ids)."""
+    sdk = client(stack)
+    messages: list[Any] = [{"role": "user", "content": "What is three plus three?"}]
+    first = await sdk.messages.create(model="gpt-4o-mini", max_tokens=64, messages=messages)
+    messages += [{"role": "assistant", "content": first.content}, {"role": "user", "content": "Why?"}]
+    second = await sdk.messages.create(model="gpt-4o-mini", max_tokens=64, messages=messages)
+    firsts, seconds = await turn_events(stack, first.id), await turn_events(stack, second.id)
+    assert second.id != first.id and second.id.startswith("msg_")
+    assert seconds["INTENT"]["thread_id"] == firsts["INTENT"]["thread_id"]
+    assert seconds["INTENT"]["parent_turn_id"] == first.id
+    intent = seconds["INTENT"]["payload"]
+    assert [r["ref_id"] for r in intent["declared_refs"]] == [
+        firsts["INTENT"]["digest"],
+        firsts["EXECUTION"]["digest"],
+    ]
+    assert [m["role"] for m in upstream.last_request.json["messages"]] == ["user", "assistant", "user"]
+    await verified(stack, firsts["INTENT"]["thread_id"])
+
+
+async def test_a_retry_is_the_first_attempts_turn(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    """The SDK's retry (``x-stainless-retry-count`` above 0) answers the recorded turn; the same
+    messages sent again, not as a retry, are a new turn."""
+    body = {"model": "gpt-4o-mini", "max_tokens": 16, "messages": [{"role": "user", "content": "Once?"}]}
+    key = {"x-api-key": api_key(stack)}
+    async with httpx.AsyncClient(base_url=str(stack.http.base_url), timeout=30) as http:
+        first = await http.post("/v1/messages", json=body, headers=key | {"x-stainless-retry-count": "0"})
+        retry = await http.post("/v1/messages", json=body, headers=key | {"x-stainless-retry-count": "1"})
+        again = await http.post("/v1/messages", json=body, headers=key)
+    assert first.status_code == retry.status_code == again.status_code == 200
+    assert retry.json()["id"] == first.json()["id"] != again.json()["id"]
+    assert len(upstream.requests) == 2  # the retry called no provider
+
+
+async def test_forced_tool_choice_and_sampling_reach_the_provider(
+    stack: Stack, upstream: ToolLoopOpenAI
+) -> None:
+    upstream.loop_calls = [WEATHER_CALL]
+    message = await client(stack).messages.create(
+        model="gpt-4o-mini",
+        max_tokens=64,
+        messages=[{"role": "user", "content": "Vilnius, please"}],
+        tools=[WEATHER_TOOL],
+        tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
+        stop_sequences=["END"],
+        extra_body={"top_p": 0.5},  # this SDK version has no top_p argument; the API has
+    )
+    assert message.stop_reason == "tool_use"
+    sent = upstream.last_request.json
+    assert sent["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert sent["parallel_tool_calls"] is False and sent["top_p"] == 0.5 and sent["stop"] == ["END"]
+    events = await turn_events(stack, message.id)
+    options = events["INTENT"]["payload"]["inputs"]["client_context"]["request_options"]
+    assert options == {
+        "tool_choice": {"mode": "function", "name": "get_weather"},
+        "parallel_tool_calls": False,
+        "top_p": 0.5,
+        "stop": ["END"],
+    }
+    await verified(stack, events["INTENT"]["thread_id"])
 
 
 async def test_provider_overload_is_an_overloaded_error(stack: Stack, upstream: ToolLoopOpenAI) -> None:
@@ -246,6 +311,7 @@ async def test_provider_overload_is_an_overloaded_error(stack: Stack, upstream: 
     assert caught.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
     assert caught.value.body["error"]["code"] == "provider.overloaded"  # type: ignore[index]
     assert caught.value.response.headers["retry-after"] == "1"
+    assert caught.value.response.headers["x-should-retry"] == "false"
 
 
 async def test_a_stream_retried_after_text_ends_with_an_error_event(
@@ -288,5 +354,12 @@ async def test_structured_output_parses(stack: Stack, upstream: ToolLoopOpenAI) 
         output_format=Weather,
     )
     assert message.parsed_output == Weather(city="Vilnius", sky="clear")
+    # the format reaches the provider, is recorded, and the answer is checked against it
+    sent = upstream.last_request.json["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "output"
+    assert set(sent["json_schema"]["schema"]["properties"]) == {"city", "sky"}
     events = await turn_events(stack, message.id)
+    options = events["INTENT"]["payload"]["inputs"]["client_context"]["request_options"]
+    assert options["response_format"] == sent
+    assert events["EXECUTION"]["payload"]["output_check"]["valid"] is True
     await verified(stack, events["INTENT"]["thread_id"])

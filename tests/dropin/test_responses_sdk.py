@@ -12,6 +12,7 @@ import asyncio
 import json
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from pydantic import BaseModel
@@ -185,8 +186,55 @@ async def test_structured_output_parses(stack: Stack, upstream: ToolLoopOpenAI) 
     parsed = await client(stack).responses.parse(model="gpt-4o-mini", input="Weather?", text_format=Weather)
     assert parsed.output_parsed == Weather(city="Vilnius", sky="clear")
     assert parsed.text.format is not None and parsed.text.format.type == "json_schema"
+    # the format reaches the provider, is recorded, and the answer is checked against it
+    sent = upstream.last_request.json["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "Weather"
+    assert set(sent["json_schema"]["schema"]["properties"]) == {"city", "sky"}
     events = await turn_events(stack, parsed.id)
+    options = events["INTENT"]["payload"]["inputs"]["client_context"]["request_options"]
+    assert options["response_format"] == sent
+    assert events["EXECUTION"]["payload"]["output_check"]["valid"] is True
     await verified(stack, events["INTENT"]["thread_id"])
+
+
+async def test_forced_tool_choice_and_sampling_reach_the_provider(
+    stack: Stack, upstream: ToolLoopOpenAI
+) -> None:
+    upstream.loop_calls = [WEATHER_CALL]
+    response = await client(stack).responses.create(
+        model="gpt-4o-mini",
+        input="Vilnius, please",
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
+        tool_choice={"type": "function", "name": "get_weather"},
+        parallel_tool_calls=False,
+        top_p=0.5,
+    )
+    assert [item.type for item in response.output] == ["message", "function_call"]
+    sent = upstream.last_request.json
+    assert sent["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert sent["parallel_tool_calls"] is False and sent["top_p"] == 0.5
+    events = await turn_events(stack, response.id)
+    options = events["INTENT"]["payload"]["inputs"]["client_context"]["request_options"]
+    assert options == {
+        "tool_choice": {"mode": "function", "name": "get_weather"},
+        "parallel_tool_calls": False,
+        "top_p": 0.5,
+    }
+    await verified(stack, events["INTENT"]["thread_id"])
+
+
+async def test_a_retry_is_the_first_attempts_turn(stack: Stack, upstream: ToolLoopOpenAI) -> None:
+    """The SDK's retry (``x-stainless-retry-count`` above 0) answers the recorded turn; the same
+    input sent again, not as a retry, is a new turn."""
+    body = {"model": "gpt-4o-mini", "input": "Once?"}
+    auth = {"Authorization": f"Bearer {api_key(stack)}"}
+    async with httpx.AsyncClient(base_url=str(stack.http.base_url), timeout=30) as http:
+        first = await http.post("/v1/responses", json=body, headers=auth | {"x-stainless-retry-count": "0"})
+        retry = await http.post("/v1/responses", json=body, headers=auth | {"x-stainless-retry-count": "1"})
+        again = await http.post("/v1/responses", json=body, headers=auth)
+    assert first.status_code == retry.status_code == again.status_code == 200
+    assert retry.json()["id"] == first.json()["id"] != again.json()["id"]
+    assert len(upstream.requests) == 2  # the retry called no provider
 
 
 @pytest.mark.parametrize(
@@ -228,7 +276,7 @@ async def test_deny_is_a_403_with_the_reason_code(stack: Stack, upstream: ToolLo
         await client(stack).responses.create(model="no-such-model", input="hi")
     assert caught.value.code == "model.unavailable"
     headers = caught.value.response.headers
-    assert headers["x-turngate-decision"] == "DENY"
+    assert headers["x-turngate-decision"] == "DENY" and headers["x-should-retry"] == "false"
     events = await turn_events(stack, headers["x-turngate-correlation-id"])
     assert set(events) == {"INTENT", "DECISION"}
     assert upstream.requests == []
@@ -255,12 +303,35 @@ async def test_resent_messages_continue_a_text_conversation(stack: Stack, upstre
     await verified(stack, firsts["INTENT"]["thread_id"])
 
 
+async def test_a_conversation_resent_as_messages_continues_its_thread(
+    stack: Stack, upstream: ToolLoopOpenAI
+) -> None:
+    """Resent as plain messages (no ids of ours): the chat path's stateless rule finds the call
+    that got the answer, by the ``resp_`` id derived from its messages."""
+    sdk = client(stack)
+    first = await sdk.responses.create(model="gpt-4o-mini", input="What is five plus five?")
+    second = await sdk.responses.create(
+        model="gpt-4o-mini",
+        input=[
+            {"role": "user", "content": "What is five plus five?"},
+            {"role": "assistant", "content": first.output_text},
+            {"role": "user", "content": "Why?"},
+        ],
+    )
+    firsts, seconds = await turn_events(stack, first.id), await turn_events(stack, second.id)
+    assert seconds["INTENT"]["thread_id"] == firsts["INTENT"]["thread_id"]
+    assert seconds["INTENT"]["parent_turn_id"] == first.id
+    assert len(seconds["INTENT"]["payload"]["declared_refs"]) == 2
+    await verified(stack, firsts["INTENT"]["thread_id"])
+
+
 async def test_a_provider_rate_limit_is_a_429(stack: Stack, upstream: ToolLoopOpenAI) -> None:
     upstream.fail_next(429, retry_after="0", times=5)
     with pytest.raises(openai.RateLimitError) as caught:
         await client(stack).responses.create(model="gpt-4o-mini", input="hi")
     assert caught.value.code == "provider.rate_limited"
     assert caught.value.response.headers["retry-after"] == "1"
+    assert caught.value.response.headers["x-should-retry"] == "false"
     cid = caught.value.response.headers["x-turngate-correlation-id"]
     assert (await turn_events(stack, cid))["EXECUTION"]["payload"]["error"]["code"] == "provider.rate_limited"
 
@@ -286,4 +357,6 @@ async def test_structured_output_streams_and_parses(stack: Stack, upstream: Tool
     assert final.output_parsed == Weather(city="Riga", sky="grey")
     events = await turn_events(stack, final.id)
     assert json.loads(events["EXECUTION"]["payload"]["output_text"]) == {"city": "Riga", "sky": "grey"}
+    assert upstream.last_request.json["response_format"]["type"] == "json_schema"
+    assert events["EXECUTION"]["payload"]["output_check"]["valid"] is True
     await verified(stack, events["INTENT"]["thread_id"])

@@ -159,6 +159,23 @@ def test_without_a_thread_unmatched_history_starts_a_thread_as_client_context(st
     ]
 
 
+def test_an_unmatched_empty_tool_result_is_refused_not_a_crash(store: LedgerStore) -> None:
+    """Client context holds no empty message: an empty tool result only the client has is a 400."""
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        user("hi"),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": ""},
+        user("next"),
+    ]
+    with pytest.raises(AdmissionError) as caught:
+        plan(store, messages, {})
+    assert caught.value.reason_code == "openai.unsupported_message"
+    assert caught.value.field == "messages[2]"
+    messages[2] = {"role": "tool", "tool_call_id": "c1", "content": "42"}  # not empty: recorded
+    assert plan(store, messages, {}).client_messages == 3
+
+
 def test_record_mode_keeps_unmatched_history_and_system_as_client_context(store: LedgerStore) -> None:
     chat = parse_chat_request(
         {

@@ -22,7 +22,13 @@ from fastapi.responses import Response, StreamingResponse
 from turngate.api.admission import RELEASE_MARGIN_S, turn_finished
 from turngate.api.error_responses import ADMISSION_STATUS
 from turngate.api.ingress import admit_intent
-from turngate.api.openai_compat.routes import RETRY_AFTER_S, execution_error_status
+from turngate.api.openai_compat.routes import (
+    NO_RETRY,
+    OUTPUT_CHECK_HEADER,
+    REASON_HEADER,
+    RETRY_AFTER_S,
+    execution_error_status,
+)
 from turngate.api.openai_compat.turn import PlannedTurn
 from turngate.api.state import ApiState
 from turngate.api.stream import stream_turn_events
@@ -111,7 +117,7 @@ def _denied(turn: PlannedTurn, decision: Event) -> Refusal:
     codes = [str(code) for code in decision.payload.get("reason_codes") or []] or ["policy.denied"]
     detail = (decision.payload.get("error") or {}).get("detail")
     message = f"turngate denied this turn: {', '.join(codes)}" + (f" ({detail})" if detail else "")
-    return Refusal(403, codes[0], message, headers=turn_headers(turn, "DENY"))
+    return Refusal(403, codes[0], message, headers=_recorded_outcome(turn, "DENY", codes[0]))
 
 
 def failure_of(execution: Event) -> tuple[int, str, str]:
@@ -121,9 +127,24 @@ def failure_of(execution: Event) -> tuple[int, str, str]:
     return execution_error_status(code), code, str(error.get("message") or error.get("detail") or code)
 
 
+def _recorded_outcome(turn: PlannedTurn, decision: str, code: str) -> dict[str, str]:
+    """The headers of an error that is the turn's recorded outcome: a retry (the same request,
+    the same turn) would get it again, so the SDKs are told not to retry (as on
+    ``/v1/chat/completions``)."""
+    return turn_headers(turn, decision) | {REASON_HEADER: code} | NO_RETRY
+
+
+def _answer_headers(turn: PlannedTurn, execution: Event) -> dict[str, str]:
+    headers = turn_headers(turn, "ALLOW")
+    check = execution.payload.get("output_check")
+    if isinstance(check, dict):
+        headers[OUTPUT_CHECK_HEADER] = "valid" if check.get("valid") else "invalid"
+    return headers
+
+
 def _failed(turn: PlannedTurn, execution: Event) -> Refusal:
     status, code, message = failure_of(execution)
-    headers = turn_headers(turn, "ALLOW")
+    headers = _recorded_outcome(turn, "ALLOW", code)
     if status in (429, 503):
         headers["Retry-After"] = RETRY_AFTER_S
     return Refusal(status, code, message, headers=headers)
@@ -225,7 +246,7 @@ async def serve_turn(
     if isinstance(outcome, Refusal):
         return wire.error(outcome)
     if isinstance(outcome, Event):
-        return wire.answer(outcome, turn_headers(turn, "ALLOW"))
+        return wire.answer(outcome, _answer_headers(turn, outcome))
     frames = wire.frames(turn_pieces(request, state, turn, principal.tenant_id))
     return StreamingResponse(
         streams.hold(principal.limit_key, frames),

@@ -12,7 +12,6 @@ thread pool for a ledger only this process can open.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -20,13 +19,8 @@ from typing import Any, Generic, TypeVar
 
 from turngate.api.cpu_pool import in_cpu_process, in_cpu_thread, shareable_ledger, worker_ledger
 from turngate.api.ingress import json_object
-from turngate.api.openai_compat.plan import check_message_count, plan_request
-from turngate.api.openai_compat.turn import (
-    IDEMPOTENCY_HEADER,
-    THREAD_HEADER,
-    PlannedTurn,
-    thread_from_header,
-)
+from turngate.api.openai_compat.plan import PLANNING_HEADERS, check_message_count, plan_request
+from turngate.api.openai_compat.turn import THREAD_HEADER, PlannedTurn, thread_from_header
 from turngate.api.openai_compat.wire import ChatCompletionRequest
 from turngate.core.client_context import CLIENT_CONTEXT_KEY
 from turngate.core.events import AdmissionError, Event
@@ -114,21 +108,10 @@ def continuation_of(events: Mapping[str, Event]) -> Continuation | None:
     )
 
 
-def renamed_id(prefix: str, correlation_id: str) -> str:
-    """The front door's id for a Chat Completions correlation id: ``prefix`` and 32 hex digits,
-    derived from it (so an idempotency key still names one turn)."""
-    return prefix + hashlib.sha256(correlation_id.encode("utf-8")).hexdigest()[:32]
-
-
-def _finished_turn(
-    turn: PlannedTurn, prefix: str, source: str, continues: Continuation | None
-) -> PlannedTurn:
-    """``turn`` with the front door's ids and client-context source, continuing ``continues``."""
-    old = turn.correlation_id
-    cid = renamed_id(prefix, old)
-    thread_id = cid if turn.thread_id == old else turn.thread_id
+def _finished_turn(turn: PlannedTurn, source: str, continues: Continuation | None) -> PlannedTurn:
+    """``turn`` (planned with the front door's id prefix) with its client-context source,
+    continuing ``continues``."""
     payload = dict(turn.envelope["payload"])
-    payload.update(thread_id=thread_id, turn_id=cid)
     inputs = dict(payload.get("inputs") or {})
     if CLIENT_CONTEXT_KEY in inputs:
         inputs[CLIENT_CONTEXT_KEY] = {**inputs[CLIENT_CONTEXT_KEY], "source": source}
@@ -138,8 +121,8 @@ def _finished_turn(
         chain = [dict(r) for r in continues.refs]
         refs = chain + [r for r in refs if r not in chain]
         payload.update(declared_refs=refs, parent_turn_id=continues.turn_id)
-    envelope = {**turn.envelope, "correlation_id": cid, "payload": payload}
-    return replace(turn, envelope=envelope, correlation_id=cid, thread_id=thread_id, refs=len(refs))
+    envelope = {**turn.envelope, "payload": payload}
+    return replace(turn, envelope=envelope, refs=len(refs))
 
 
 @dataclass(frozen=True)
@@ -186,10 +169,12 @@ def plan_translated(
             )
         wanted[THREAD_HEADER] = encode_header_id(translation.thread_id)
     try:
-        chat, turn = plan_request(translation.chat, wanted, settings, store, tenant_id)
+        # Ids are planned with the door's prefix: the turn ids looked up (a retry's, the
+        # generations of a conversation, a stateless call's thread) are the ids it records.
+        chat, turn = plan_request(translation.chat, wanted, settings, store, tenant_id, door.prefix)
     except AdmissionError as exc:
         raise in_request_terms(exc, translation) from exc
-    return Planned(request, chat, _finished_turn(turn, door.prefix, door.source, translation.continues))
+    return Planned(request, chat, _finished_turn(turn, door.source, translation.continues))
 
 
 def _plan_body(
@@ -214,7 +199,7 @@ async def plan_translated_call(
 ) -> Planned[R]:
     """:func:`plan_translated` for a raw body, off the event loop (as the Chat Completions
     planner runs: one call per key at a time in a worker process)."""
-    wanted = {name: headers[name] for name in (THREAD_HEADER, IDEMPOTENCY_HEADER) if name in headers}
+    wanted = {name: headers[name] for name in PLANNING_HEADERS if name in headers}
     tenant_id = principal.tenant_id
     if shareable_ledger(settings.effective_ledger_url):
         return await in_cpu_process(

@@ -55,10 +55,13 @@ def message_chain(messages: Sequence[HistoryMessage]) -> str:
     return chain.hexdigest()
 
 
-def turn_id_for(tenant_id: str | None, thread_id: str | None, chain: str, generation: int) -> str:
-    """The id of the ``generation``-th call with this chain, in this tenant and thread."""
+def turn_id_for(
+    tenant_id: str | None, thread_id: str | None, chain: str, generation: int, prefix: str = ID_PREFIX
+) -> str:
+    """The id of the ``generation``-th call with this chain, in this tenant and thread (``prefix``:
+    the front door's, so the ids looked up are the ids recorded)."""
     raw = "\x1f".join((tenant_id or "", thread_id or "", chain, str(generation)))
-    return ID_PREFIX + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:32]
+    return prefix + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:32]
 
 
 def _recorded(store: LedgerStore, correlation_id: str, tenant_id: str | None) -> dict[str, Event]:
@@ -72,16 +75,17 @@ def choose_turn_id(
     chain: str,
     *,
     retry: bool,
+    prefix: str = ID_PREFIX,
 ) -> str:
     """A new call's turn id: the first generation not recorded yet; a retry's, the last one
     recorded (its first attempt's)."""
     previous: str | None = None
     for generation in range(1, MAX_GENERATIONS + 1):
-        candidate = turn_id_for(tenant_id, thread_id, chain, generation)
+        candidate = turn_id_for(tenant_id, thread_id, chain, generation, prefix)
         if not store.by_correlation(candidate, tenant_id=tenant_id):
             return previous if retry and previous is not None else candidate
         previous = candidate
-    return previous if retry and previous is not None else f"{ID_PREFIX}{uuid.uuid4().hex}"
+    return previous if retry and previous is not None else f"{prefix}{uuid.uuid4().hex}"
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class ContinuedThread:
 
 
 def continued_thread(
-    store: LedgerStore, tenant_id: str | None, earlier: Sequence[HistoryMessage]
+    store: LedgerStore, tenant_id: str | None, earlier: Sequence[HistoryMessage], prefix: str = ID_PREFIX
 ) -> ContinuedThread | None:
     """The thread a stateless call continues: ``earlier`` (its messages before the current one)
     ends with an answer, and the messages before that answer are a recorded call of this tenant
@@ -102,7 +106,7 @@ def continued_thread(
     answer = set(earlier[-1].fingerprints())
     found: ContinuedThread | None = None
     for generation in range(1, MAX_GENERATIONS + 1):
-        recorded = _recorded(store, turn_id_for(tenant_id, None, chain, generation), tenant_id)
+        recorded = _recorded(store, turn_id_for(tenant_id, None, chain, generation, prefix), tenant_id)
         if not recorded:
             break
         execution = recorded.get(str(EventKind.EXECUTION))

@@ -15,7 +15,7 @@ from typing import Any
 
 from turngate.api.cpu_pool import in_cpu_process, in_cpu_thread, shareable_ledger, worker_ledger
 from turngate.api.ingress import json_object
-from turngate.api.openai_compat.conversation import RETRY_COUNT_HEADER
+from turngate.api.openai_compat.conversation import ID_PREFIX, RETRY_COUNT_HEADER
 from turngate.api.openai_compat.turn import IDEMPOTENCY_HEADER, THREAD_HEADER, PlannedTurn, plan_turn
 from turngate.api.openai_compat.wire import ChatCompletionRequest, parse_chat_request
 from turngate.core.events import AdmissionError
@@ -41,13 +41,22 @@ def check_message_count(data: Any, limit: int) -> None:
         )
 
 
+#: The headers planning reads (a front door translating another API passes the same).
+PLANNING_HEADERS = (THREAD_HEADER, IDEMPOTENCY_HEADER, RETRY_COUNT_HEADER)
+
+
 def plan_request(
-    data: Any, headers: Mapping[str, str], settings: Settings, store: LedgerStore, tenant_id: str | None
+    data: Any,
+    headers: Mapping[str, str],
+    settings: Settings,
+    store: LedgerStore,
+    tenant_id: str | None,
+    id_prefix: str = ID_PREFIX,
 ) -> Planned:
     """The validated request and its turn (blocking: reads the thread's events)."""
     check_message_count(data, settings.openai_max_messages)
     chat = parse_chat_request(data)
-    return chat, plan_turn(chat, headers, settings, store, tenant_id)
+    return chat, plan_turn(chat, headers, settings, store, tenant_id, id_prefix)
 
 
 def _plan_body(
@@ -66,8 +75,7 @@ async def plan_call(
 ) -> Planned:
     """:func:`plan_request` for a raw body, off the event loop: in a worker process (one at a
     time per key), or (a ledger only this process can open) on the bounded thread pool."""
-    names = (THREAD_HEADER, IDEMPOTENCY_HEADER, RETRY_COUNT_HEADER)
-    wanted = {name: headers[name] for name in names if name in headers}
+    wanted = {name: headers[name] for name in PLANNING_HEADERS if name in headers}
     tenant_id = principal.tenant_id
     if shareable_ledger(settings.effective_ledger_url):
         return await in_cpu_process(

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from turngate.api.openai_compat.conversation import (
+    ID_PREFIX,
     choose_turn_id,
     continued_thread,
     is_retry,
@@ -201,6 +202,15 @@ def _current_message(split: _Split) -> HistoryMessage:
 def _client_messages(message: HistoryMessage) -> list[ClientMessage]:
     """An unmatched history message as client context (a run of tool results: one each)."""
     if message.role == "tool":
+        for offset, result in enumerate(message.tool_results):
+            if not result.content:  # client context holds no empty message: nothing to record
+                position = message.position + offset
+                raise AdmissionError(
+                    "openai.unsupported_message",
+                    f"messages[{position}]: an empty tool result that matches no recorded event "
+                    "cannot be recorded as client context",
+                    f"messages[{position}]",
+                )
         return [
             ClientMessage(
                 role="tool", content=r.content, tool_call_id=r.tool_call_id, source="unmatched_history"
@@ -256,11 +266,13 @@ def thread_from_header(value: str | None) -> str | None:
     return decode_header_id(value)
 
 
-def correlation_id_for(tenant_id: str | None, thread_id: str | None, idempotency_key: str) -> str:
+def correlation_id_for(
+    tenant_id: str | None, thread_id: str | None, idempotency_key: str, prefix: str = ID_PREFIX
+) -> str:
     """The turn's correlation id (the response ``id``) for an idempotency key: a retried call
     names the same turn."""
     raw = "\x1f".join((tenant_id or "", thread_id or "", idempotency_key))
-    return f"chatcmpl-{hashlib.sha256(raw.encode('utf-8')).hexdigest()[:32]}"
+    return f"{prefix}{hashlib.sha256(raw.encode('utf-8')).hexdigest()[:32]}"
 
 
 def thread_events(store: LedgerStore, thread_id: str, tenant_id: str | None) -> list[Event]:
@@ -281,8 +293,10 @@ def plan_turn(
     settings: Settings,
     store: LedgerStore,
     tenant_id: str | None,
+    id_prefix: str = ID_PREFIX,
 ) -> PlannedTurn:
-    """The envelope for this request (blocking: reads the thread's events)."""
+    """The envelope for this request (blocking: reads the thread's events). ``id_prefix`` starts
+    its turn id (another API's front door has its own: ``resp_``, ``msg_``)."""
     metadata = chat.metadata or {}
     named = thread_from_header(headers.get(THREAD_HEADER)) or metadata.get("thread_id")
     key = headers.get(IDEMPOTENCY_HEADER) or metadata.get("idempotency_key")
@@ -297,13 +311,15 @@ def plan_turn(
         )
     thread = named
     if thread is None:  # a stateless client: the thread its history continues, if any
-        continued = continued_thread(store, tenant_id, split.history)
+        continued = continued_thread(store, tenant_id, split.history, id_prefix)
         thread = continued.thread_id if continued is not None else None
     if key is not None:
-        correlation_id = correlation_id_for(tenant_id, named, key)
+        correlation_id = correlation_id_for(tenant_id, named, key, id_prefix)
     else:
         chain = message_chain([*split.history, _current_message(split)])
-        correlation_id = choose_turn_id(store, tenant_id, named, chain, retry=is_retry(headers))
+        correlation_id = choose_turn_id(
+            store, tenant_id, named, chain, retry=is_retry(headers), prefix=id_prefix
+        )
     match = HistoryMatch(ref_digests=(), unmatched=tuple(split.history), last_turn_id=None)
     if thread and split.history:
         match = match_history(split.history, thread_events(store, thread, tenant_id))
