@@ -34,9 +34,9 @@ def test_quick_run_of_every_scenario(tmp_path: Path) -> None:
     assert "PASS" in done.stdout or "MISS" in done.stdout  # the table was printed
     assert results["sequential"]["latency_ms"]["n"] == 5
     assert results["concurrent"]["errors"] == 0
-    # A turn allowed with a regular provider activity, without refs: 13 history events (the turn's
-    # current shape, docs/WORKFLOW.md).
-    assert results["sequential"]["history_events_per_turn"]["median"] == 13
+    # A turn allowed with a regular provider activity, without refs: 14 history events (the turn's
+    # current shape, docs/WORKFLOW.md: 13, and the outcome added to the memo as it ends).
+    assert results["sequential"]["history_events_per_turn"]["median"] == 14
     cpu = results["concurrent"]["cpu_ms_per_turn"]
     assert set(cpu) == {"api", "workers", "temporal", "turngate"}
     assert cpu["temporal"] > 0 and cpu["turngate"] == pytest.approx(cpu["api"] + cpu["workers"], abs=0.2)

@@ -92,6 +92,13 @@ async def test_a_ledger_read_failing_mid_wait_gives_the_slot_back(
             # The only slot (TURNGATE_TURN_QUEUE_MAX=1) is back, and the turn ran on.
             await until(lambda: _in_flight(base) == 0, 60, "the slot to come back")
             await until(lambda: "EXECUTION" in kinds(store, "c-cut"), 60, "the first turn to finish")
+            # After a failed read the API refuses intake at once until its ledger check passes
+            # again (about a second, docs/RELIABILITY.md): wait for /healthz to say so.
+            await until(
+                lambda: httpx.get(f"{base}/healthz", timeout=10).status_code == 200,
+                30,
+                "the ledger to read as up",
+            )
             _a_turn_runs(base, "c-after")
     finally:
         proxy.close()

@@ -36,7 +36,9 @@ async def test_local_provider_turn_is_one_workflow_task(tmp_path, temporal_serve
     assert types.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
     # begin_turn (INTENT), then call_and_record (DECISION, the call, EXECUTION): docs/WORKFLOW.md
     assert types.count(EventType.EVENT_TYPE_MARKER_RECORDED) == 2
-    assert len(types) == 8
+    # and the memo's outcome, written in the same (only) workflow task as the completion
+    assert types.count(EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED) == 1
+    assert len(types) == 9
     store = LedgerStore(settings.effective_ledger_url)
     assert verify_ledger(store).ok
     store.close()

@@ -191,8 +191,11 @@ def test_tool_spec_validation() -> None:
         ToolSpec(name="x", description="d", parameters={"type": "string"})
     with pytest.raises(ValueError, match="signal argument"):
         ToolSpec(name="x", description="d", signals={"done": "on_success"})
+    with pytest.raises(ValueError):  # OpenAI's tool-name pattern: letters, digits, _ and -, 1-64
+        ToolSpec(name="bad name", description="d")
     with pytest.raises(ValueError):
-        ToolSpec(name="Bad-Name", description="d")
+        ToolSpec(name="x" * 65, description="d")
+    assert ToolSpec(name="Bad-Name", description="d").name == "Bad-Name"  # CamelCase and - are OpenAI's
     assert transition_tool().definition()["name"] == "transition_phase"
 
 

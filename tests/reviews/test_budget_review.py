@@ -75,7 +75,7 @@ class Turns:
             return {row.kind: json.loads(row.payload) for row in rows}
 
     async def until(self, cid: str, kinds: set[str]) -> dict[str, dict[str, Any]]:
-        for _ in range(300):
+        for _ in range(1200):  # a bound on a hang (60 s), not a speed target
             found = self.recorded(cid)
             if kinds <= set(found):
                 return found
@@ -83,7 +83,7 @@ class Turns:
         raise AssertionError(f"{cid}: {kinds} never recorded")
 
     async def pending(self, cid: str) -> dict[str, Any]:
-        for _ in range(300):
+        for _ in range(1200):  # a bound on a hang (60 s), not a speed target
             answer = await self.stack.http.get("/reviews", headers=bearer(self.approver))
             found = [r for r in answer.json()["reviews"] if r["correlation_id"] == cid]
             if found:

@@ -67,7 +67,7 @@ async def _send(stack: Stack, secret: str, message: str, cid: str) -> httpx.Resp
 
 
 async def _listed(stack: Stack, secret: str, cid: str) -> dict[str, Any]:
-    for _ in range(200):
+    for _ in range(1200):  # a bound on a hang (60 s), not a speed target
         answer = await stack.http.get("/reviews", headers=bearer(secret))
         assert answer.status_code == 200, answer.text
         found = [r for r in answer.json()["reviews"] if r["correlation_id"] == cid]
@@ -78,7 +78,7 @@ async def _listed(stack: Stack, secret: str, cid: str) -> dict[str, Any]:
 
 
 async def _events(stack: Stack, secret: str, cid: str, kinds: set[str]) -> dict[str, dict[str, Any]]:
-    for _ in range(200):
+    for _ in range(1200):  # a bound on a hang (60 s), not a speed target
         page = await stack.http.get("/snapshot", params={"limit": 2000}, headers=bearer(secret))
         found = {e["kind"]: e for e in page.json()["events"] if e["correlation_id"] == cid}
         if kinds <= set(found):

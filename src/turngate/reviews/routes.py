@@ -103,7 +103,24 @@ def _not_found(correlation_id: str) -> JSONResponse:
     return error_response(404, "review.not_found", f"no review of turn {correlation_id!r} in your tenant")
 
 
-@router.get("/reviews", response_model=None)
+class ReviewListBody(BaseModel):
+    """``GET /reviews``: the pending turns (each as ``GET /reviews/{correlation_id}`` shows it)."""
+
+    model_config = ConfigDict(extra="allow")
+    reviews: list[dict[str, Any]]
+
+
+class ReviewBody(BaseModel):
+    """One turn's review: ``state`` pending (what it waits for: the message, the review spec, the
+    resolved refs, the manifest) or decided (the DECISION's review block); after a verdict, the
+    recorded outcome. docs/REVIEWS.md lists every field."""
+
+    model_config = ConfigDict(extra="allow")
+    correlation_id: str
+    state: str | None = None
+
+
+@router.get("/reviews", response_model=None, responses={200: {"model": ReviewListBody}})
 async def list_reviews(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> dict[str, Any]:
     """The turns of the caller's tenant waiting for a verdict, oldest first, with each turn's
     message, the review it waits for, its resolved refs and its context manifest."""
@@ -115,7 +132,7 @@ async def list_reviews(request: Request, state: Annotated[ApiState, Depends(api_
     return {"reviews": [_view(review, intent) for review, intent in zip(reviews, intents, strict=True)]}
 
 
-@router.get("/reviews/{correlation_id}", response_model=None)
+@router.get("/reviews/{correlation_id}", response_model=None, responses={200: {"model": ReviewBody}})
 async def show_review(
     correlation_id: Annotated[str, Path(max_length=200)],
     request: Request,
@@ -151,7 +168,7 @@ async def show_review(
     return _view(review, intent)
 
 
-@router.post("/reviews/{correlation_id}/approve", response_model=None)
+@router.post("/reviews/{correlation_id}/approve", response_model=None, responses={200: {"model": ReviewBody}})
 async def approve_review(
     correlation_id: Annotated[str, Path(max_length=200)],
     body: VerdictBody,
@@ -162,7 +179,7 @@ async def approve_review(
     return await _decide(state, request, correlation_id, "approve", body.comment)
 
 
-@router.post("/reviews/{correlation_id}/deny", response_model=None)
+@router.post("/reviews/{correlation_id}/deny", response_model=None, responses={200: {"model": ReviewBody}})
 async def deny_review(
     correlation_id: Annotated[str, Path(max_length=200)],
     body: VerdictBody,
