@@ -94,9 +94,6 @@ ONE_WORKER = {
     # The session may apt-get install chromium (two concurrent apt-gets fail on dpkg's lock), and
     # the tests write screenshots to shared paths.
     "ui": "browser",
-    # Real stacks that wait on each other's timing (SIGKILLed processes, review deadlines): two of
-    # these files at once on a loaded 2-core machine left turns waiting past their 60 s bound.
-    "reviews": "reviews",
 }
 
 

@@ -178,9 +178,22 @@ def policy_env(monkeypatch: pytest.MonkeyPatch) -> None:
     known_policies.cache_clear()
 
 
+async def _recorded_kinds(running: Stack, secret: str, cid: str) -> set[str]:
+    page = await running.http.get("/snapshot", params={"limit": 2000}, headers=bearer(secret))
+    return {e["kind"] for e in page.json()["events"] if e["correlation_id"] == cid}
+
+
 async def test_verify_whatif_and_a_tampered_review_block(stack, policy_env) -> None:
     running, keys = stack
     settings = running.settings
+    # The turns the tests above recorded. A parallel run can rebuild this module's stack between
+    # tests (another module's tests ran on the worker in between): then record them here again.
+    if "EXECUTION" not in await _recorded_kinds(running, keys.writer, "c-approve"):
+        await test_an_approver_of_the_tenant_approves_after_the_refusals(stack)
+    if "DECISION" not in await _recorded_kinds(running, keys.writer, "c-deny"):
+        await test_a_denied_turn_is_recorded_deny_and_never_executed(stack)
+    if "DECISION" not in await _recorded_kinds(running, keys.writer, "c-plain"):
+        await test_a_turn_the_policy_allows_has_no_review(stack)
     await _events(running, keys.writer, "c-approve", {"EXECUTION"})
     artifacts = open_artifact_store(settings.effective_artifacts)
     config = settings.context_config()
