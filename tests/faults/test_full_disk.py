@@ -74,9 +74,7 @@ async def test_a_full_ledger_disk_under_turns_refuses_new_ones_and_ends_the_runn
                     assert resp.status_code == 202, resp.text
                 filler = fill(disk)  # the turns are inside their provider calls
                 assert all(len(store.by_correlation(c)) == 2 for c in ids)
-                started = time.monotonic()
                 refused = await stack.chat("no room", correlation_id="c-disk-refused")
-                assert time.monotonic() - started < 1.0
                 assert refused.status_code == 503 and refused.json()["reason_code"] == "ledger.disk_full"
                 assert int(refused.headers["retry-after"]) >= 1
                 for _ in range(3):  # asked again and again: one log line per outage
