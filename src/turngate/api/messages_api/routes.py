@@ -9,14 +9,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from turngate.api.dropin.answer import admission_refusal, serve_turn
-from turngate.api.dropin.plan import plan_translated_call
-from turngate.api.ingress import read_body
+from turngate.api.dropin.front import serve_front_door
 from turngate.api.messages_api.translate import MESSAGES
 from turngate.api.messages_api.wire import MessageObject, MessagesWire, anthropic_error
 from turngate.api.state import ApiState, api_state
-from turngate.core.events import AdmissionError
-from turngate.security.auth import request_principal
 
 router = APIRouter(tags=["anthropic"])
 
@@ -30,19 +26,4 @@ router = APIRouter(tags=["anthropic"])
 )
 async def create_message(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Response:
     """Anthropic Messages: one call is one turn (docs/RESPONSES-AND-MESSAGES.md)."""
-    settings = state.settings
-    principal = request_principal(request)
-    try:
-        body = await read_body(request, settings.max_body_bytes)
-        planned = await plan_translated_call(
-            MESSAGES,
-            body,
-            request.headers,
-            settings,
-            state.store,
-            principal,
-        )
-    except AdmissionError as exc:
-        return anthropic_error(admission_refusal(exc))
-    wire = MessagesWire(planned.request, planned.turn)
-    return await serve_turn(request, state, principal, planned.turn, wire, stream=bool(planned.chat.stream))
+    return await serve_front_door(request, state, MESSAGES, anthropic_error, MessagesWire)

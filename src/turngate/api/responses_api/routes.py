@@ -8,17 +8,18 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from turngate.api.dropin.answer import admission_refusal, serve_turn
-from turngate.api.dropin.plan import plan_translated_call
-from turngate.api.ingress import read_body
+from turngate.api.dropin.answer import Refusal
+from turngate.api.dropin.front import serve_front_door
 from turngate.api.openai_compat.wire import openai_error
 from turngate.api.responses_api.translate import RESPONSES
 from turngate.api.responses_api.wire import ResponseObject, ResponsesWire
 from turngate.api.state import ApiState, api_state
-from turngate.core.events import AdmissionError
-from turngate.security.auth import request_principal
 
 router = APIRouter(tags=["openai"])
+
+
+def _openai_refusal(refusal: Refusal) -> Response:
+    return openai_error(refusal.status, refusal.code, refusal.message, param=refusal.param)
 
 
 @router.post(
@@ -30,20 +31,4 @@ router = APIRouter(tags=["openai"])
 )
 async def create_response(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Response:
     """OpenAI Responses: one call is one turn (docs/RESPONSES-AND-MESSAGES.md)."""
-    settings = state.settings
-    principal = request_principal(request)
-    try:
-        body = await read_body(request, settings.max_body_bytes)
-        planned = await plan_translated_call(
-            RESPONSES,
-            body,
-            request.headers,
-            settings,
-            state.store,
-            principal,
-        )
-    except AdmissionError as exc:
-        refusal = admission_refusal(exc)
-        return openai_error(refusal.status, refusal.code, refusal.message, param=refusal.param)
-    wire = ResponsesWire(planned.request, planned.turn)
-    return await serve_turn(request, state, principal, planned.turn, wire, stream=bool(planned.chat.stream))
+    return await serve_front_door(request, state, RESPONSES, _openai_refusal, ResponsesWire)
