@@ -57,6 +57,22 @@ def test_a_call_that_never_returns_is_abandoned_at_the_deadline() -> None:
     release.set()
 
 
+def test_an_attempt_cut_off_by_the_deadline_still_names_the_failure_before_it() -> None:
+    release = threading.Event()
+    calls: list[int] = []
+
+    def fails_then_hangs() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ArtifactUnavailableError("InternalError (HTTP 500)")
+        release.wait(30)
+
+    with pytest.raises(ArtifactUnavailableError) as caught:
+        StorageDeadline(0.8).call("manifest", fails_then_hangs)
+    release.set()
+    assert "did not answer; before that: InternalError (HTTP 500)" in str(caught.value)
+
+
 def test_check_fails_only_once_the_deadline_passed() -> None:
     now = [100.0]
     deadline = StorageDeadline(2, clock=lambda: now[0])

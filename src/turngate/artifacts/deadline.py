@@ -46,16 +46,18 @@ class StorageDeadline:
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """``fn()`` with retries of transient failures, within the deadline."""
         backoff = _FIRST_BACKOFF_S
-        last = "no attempt was made"
+        last = ""
         while True:
             left = self.remaining()
             if left <= 0:
-                raise self._passed(what, last)
+                raise self._passed(what, last or "no attempt was made")
             self.attempts += 1
             try:
                 return within(fn, left)
             except TimeoutError:
-                raise self._passed(what, "the store did not answer") from None
+                # an attempt cut off by the deadline says less than the failure before it
+                silent = "the store did not answer"
+                raise self._passed(what, f"{silent}; before that: {last}" if last else silent) from None
             except ArtifactUnavailableError as exc:
                 if not exc.retryable:
                     raise
