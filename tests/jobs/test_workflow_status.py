@@ -7,15 +7,22 @@ import time
 import uuid
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.jobs.helpers import EmbedLog, many_docs, running_jobs, store_docs
 from turngate.jobs.cases.embedders import EmbedderSpec
-from turngate.jobs.control import cancel_job, count_open_jobs, get_job_status, job_runtime, start_job
+from turngate.jobs.control import (
+    cancel_job,
+    count_open_jobs,
+    get_job_status,
+    job_runtime,
+    reported_state,
+    start_job,
+)
 from turngate.jobs.domain.chunking import ChunkParams
-from turngate.jobs.domain.models import EmbedInput, IngestInput, JobOptions
+from turngate.jobs.domain.models import EmbedInput, IngestInput, JobOptions, JobState
 from turngate.jobs.domain.queues import JobConcurrency
 from turngate.jobs.workflows import JOB_WORKFLOWS
 
@@ -91,3 +98,23 @@ async def test_progress_is_visible_while_running_and_history_replays(temporal_cl
     replayer = Replayer(workflows=list(JOB_WORKFLOWS), data_converter=pydantic_data_converter)
     for history in histories:
         await replayer.replay_workflow(history)
+
+
+@pytest.mark.parametrize(
+    ("status", "progress_state", "expected"),
+    [
+        # the progress says completed a moment before the run closes: still running, since its
+        # result is not readable yet
+        (WorkflowExecutionStatus.RUNNING, "completed", "running"),
+        (WorkflowExecutionStatus.RUNNING, "failed", "running"),
+        (WorkflowExecutionStatus.RUNNING, "running", "running"),
+        (WorkflowExecutionStatus.RUNNING, None, "queued"),
+        (WorkflowExecutionStatus.COMPLETED, "running", "completed"),
+        (WorkflowExecutionStatus.TERMINATED, "running", "cancelled"),
+        (WorkflowExecutionStatus.TIMED_OUT, None, "timed_out"),
+    ],
+)
+def test_a_job_is_final_only_once_its_run_has_closed(
+    status: WorkflowExecutionStatus, progress_state: JobState | None, expected: str
+) -> None:
+    assert reported_state(status, progress_state) == expected

@@ -33,6 +33,7 @@ from temporalio.service import RPCError
 
 from turngate.jobs.domain.models import (
     CANCELLED,
+    FINAL_STATES,
     JOB_TYPES,
     TIMED_OUT,
     EmbedInput,
@@ -141,9 +142,8 @@ async def get_job_status(client: Client, job_id: str, *, with_result: bool = Tru
         progress = await _with_heartbeat(client, await _query_progress(handle), desc)
     error: dict[str, Any] | None = progress.error if progress else None
     result: dict[str, Any] | None = None
-    state: JobState = progress.state if progress else "queued"
+    state = reported_state(status, progress.state if progress else None)
     if status in _CLOSED:
-        state = _CLOSED[status]
         if with_result or status == WorkflowExecutionStatus.FAILED:
             result, error = await _outcome(handle, error)
         if error and error.get("type") == TIMED_OUT:
@@ -171,6 +171,17 @@ async def get_job_status(client: Client, job_id: str, *, with_result: bool = Tru
         error=error,
         result=result,
     )
+
+
+def reported_state(status: WorkflowExecutionStatus, progress_state: JobState | None) -> JobState:
+    """The job state a reader sees: Temporal's once the run has closed, else its progress. The
+    workflow marks its progress final just before it returns; until Temporal has closed the run
+    its result cannot be read, so such a job is still ``running``."""
+    if status in _CLOSED:
+        return _CLOSED[status]
+    if progress_state is None:
+        return "queued"
+    return "running" if progress_state in FINAL_STATES else progress_state
 
 
 ANY_TENANT = object()
