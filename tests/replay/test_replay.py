@@ -60,7 +60,7 @@ def _history(name: str) -> WorkflowHistory:
 #: worker's runner (turngate passed through), and the plain runner (TURNGATE_WORKFLOW_SANDBOX=false).
 RUNNERS = {
     "strict-sandbox": SandboxedWorkflowRunner,
-    "worker-sandbox": lambda: workflow_runner(True),
+    "worker-sandbox": lambda: workflow_runner(True, pydantic_data_converter),
     "no-sandbox": UnsandboxedWorkflowRunner,
 }
 

@@ -117,7 +117,7 @@ async def running_worker(
             activities=turn_activities,
             activity_executor=executor,
             max_concurrent_local_activities=16 + (settings.llm_concurrency if local else 0),
-            workflow_runner=workflow_runner(settings.workflow_sandbox),
+            workflow_runner=workflow_runner(settings.workflow_sandbox, client.data_converter),
         ),
         Worker(
             client,
