@@ -7,6 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 
 from tests.ledger.helpers import RawDb, draft, raw
 from tests.ledger.postgres import PostgresServer, admin_connection
@@ -255,3 +256,20 @@ def test_in_memory_store_works(tmp_path: Path) -> None:
 def test_store_has_no_update_or_delete_methods() -> None:
     names = {name for name in dir(LedgerStore) if not name.startswith("_")}
     assert not {n for n in names if any(w in n for w in ("update", "delete", "remove", "set_"))}
+
+
+@pytest.mark.backends("sqlite", reason="SQLite's BEGIN; PostgreSQL reads run in the driver's transaction")
+def test_a_lone_read_statement_sends_no_begin_and_a_write_still_does(store: LedgerStore) -> None:
+    sent: list[str] = []
+    listen = sqlalchemy.event.listen
+    listen(store.engine, "before_cursor_execute", lambda *args: sent.append(str(args[2]).split()[0]))
+    store.append(draft("c-1"))
+    assert sent[0] == "BEGIN" and len(sent) > 1  # the write: BEGIN IMMEDIATE, then its statements
+    sent.clear()
+    assert [e.index for e in store.by_correlation("c-1")] == [0]
+    assert store.head()[0] == 1
+    assert sent == ["SELECT", "SELECT"]
+    sent.clear()
+    with store.read_connection() as conn:  # several statements: one snapshot, so a BEGIN
+        conn.execute(sqlalchemy.text("SELECT 1"))
+    assert sent == ["BEGIN", "SELECT"]

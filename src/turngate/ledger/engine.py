@@ -36,6 +36,9 @@ PG_WRITE_LOCK_KEY = 0x7475726E67617465 & 0x7FFFFFFFFFFFFFFF  # "turngate"
 #: URL schemes that mean PostgreSQL through psycopg 3 (the only PostgreSQL driver installed).
 PG_SCHEMES = frozenset({"postgresql", "postgresql+psycopg", "postgres"})
 WRITE_OPTION = "turngate_write"
+#: Execution option of a read that is one statement: SQLite runs it in its own implicit
+#: transaction, as consistent as an explicit one, so no BEGIN is sent for it.
+ONE_STATEMENT_OPTION = "turngate_one_statement"
 
 
 # --------------------------------------------------------------------------- engine
@@ -83,8 +86,12 @@ def _enable_wal(cursor: Any, busy_timeout_ms: int) -> None:
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
-    """SQLite only: writers take the write lock up front, readers get a snapshot."""
-    mode = "IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "DEFERRED"
+    """SQLite only: writers take the write lock up front, readers get a snapshot (a lone
+    statement has one without a BEGIN)."""
+    options = conn.get_execution_options()
+    if options.get(ONE_STATEMENT_OPTION) and not options.get(WRITE_OPTION):
+        return
+    mode = "IMMEDIATE" if options.get(WRITE_OPTION) else "DEFERRED"
     conn.exec_driver_sql(f"BEGIN {mode}")
 
 

@@ -45,6 +45,7 @@ from turngate.core.events import Event, EventDraft, EventKind, seal
 from turngate.ledger import summary, thread_list
 from turngate.ledger.engine import (
     DEFAULT_BUSY_TIMEOUT_MS,
+    ONE_STATEMENT_OPTION,
     create_ledger_engine,
     is_sqlite_memory,
     migrate,
@@ -136,11 +137,13 @@ class LedgerStore:
         with unavailable_on_db_errors(f"open of {self.url}"):
             self._engine = create_ledger_engine(parsed, busy_timeout_ms=busy_timeout_ms, timeout_s=timeout_s)
             self._read_engine = self._engine
+            self._one_statement_engine = self._engine.execution_options(**{ONE_STATEMENT_OPTION: True})
             if self._engine.dialect.name == "postgresql":
                 # --- PostgreSQL only: one snapshot per read transaction, never a write ------
                 self._read_engine = self._engine.execution_options(
                     isolation_level="REPEATABLE READ", postgresql_readonly=True
                 )
+                self._one_statement_engine = self._read_engine
             try:
                 with self._engine.connect() as conn, migration_lock(conn):
                     migrate(conn)
@@ -184,12 +187,13 @@ class LedgerStore:
             yield conn
 
     @contextmanager
-    def _read(self, action: str) -> Iterator[Connection]:
+    def _read(self, action: str, *, one_statement: bool = False) -> Iterator[Connection]:
         self._check_open()
+        engine = self._one_statement_engine if one_statement else self._read_engine
         with (
             self._maybe_shared(),
             unavailable_on_db_errors(action),
-            self._read_engine.connect() as conn,
+            engine.connect() as conn,
             conn.begin(),
         ):
             yield conn
@@ -553,7 +557,7 @@ class LedgerStore:
         return conditions
 
     def _select(self, query: Select[Any], action: str) -> list[Event]:
-        with self._read(action) as conn:
+        with self._read(action, one_statement=True) as conn:
             rows = conn.execute(query).mappings().all()
         return [event_from_row(row) for row in rows]
 
@@ -561,7 +565,7 @@ class LedgerStore:
 
     def head(self) -> tuple[int, str | None]:
         """(number of events, digest of the last one); (0, None) for an empty ledger."""
-        with self._read("head") as conn:
+        with self._read("head", one_statement=True) as conn:
             row = conn.execute(_SELECT_LAST).first()
         return (0, None) if row is None else (int(row[0]) + 1, str(row[1]))
 
