@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +48,28 @@ def openai_upstream() -> Iterator[ToolLoopOpenAI]:
         yield server  # type: ignore[misc]
 
 
+@asynccontextmanager
+async def dropin_stack(
+    tmp_path: Path, temporal_server: Any, upstream: ToolLoopOpenAI, **settings: Any
+) -> AsyncIterator[Stack]:
+    """A stack with keys on whose provider is ``upstream`` (``settings``: any others)."""
+    made = make_settings(
+        tmp_path,
+        temporal_server.address,
+        openai_api_key="sk-test-dropin-0123456789",
+        openai_base_url=upstream.base_url,
+        default_provider="openai",
+        **settings,
+    )
+    async with keyed_stack(made) as running:
+        yield running
+
+
 @pytest.fixture(scope="module")
 async def stack(
     tmp_path_factory: pytest.TempPathFactory, temporal_server: Any, openai_upstream: ToolLoopOpenAI
 ) -> AsyncIterator[Stack]:
-    settings = make_settings(
-        tmp_path_factory.mktemp("dropin"),
-        temporal_server.address,
-        openai_api_key="sk-test-dropin-0123456789",
-        openai_base_url=openai_upstream.base_url,
-        default_provider="openai",
-    )
-    async with keyed_stack(settings) as running:
+    async with dropin_stack(tmp_path_factory.mktemp("dropin"), temporal_server, openai_upstream) as running:
         yield running
 
 

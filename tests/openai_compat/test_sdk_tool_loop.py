@@ -24,7 +24,7 @@ from tests.integration.test_openai_compat import (
     turn_events,
 )
 from tests.stack import running_stack
-from turngate.api.openai_compat import routes
+from turngate.api.turn_answer import run
 from turngate.worker.run import running_worker
 
 WEATHER_TOOL = {
@@ -158,7 +158,7 @@ async def test_a_turn_slower_than_the_wait_answers_504_and_a_retry_gets_it(
     openai_fake.delay_s = 3.0
     worker_settings = fake_settings(tmp_path, temporal_server, openai_fake, llm_wall_clock_s=30)
     api_settings = worker_settings.model_copy(update={"llm_wall_clock_s": 1})
-    monkeypatch.setattr(routes, "RELEASE_MARGIN_S", 0.5)  # the API waits 1.5 s in all
+    monkeypatch.setattr(run, "RELEASE_MARGIN_S", 0.5)  # the API waits 1.5 s in all
     async with running_worker(worker_settings), keyed_stack(api_settings, worker=False) as stack:
         client = async_sdk(stack, default_headers={"Idempotency-Key": "slow-1"})
         body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "slow"}]}
@@ -182,7 +182,7 @@ async def test_a_turn_slower_than_the_wait_answers_504_and_a_retry_gets_it(
 
 async def test_a_turn_never_decided_answers_504(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """No worker runs the turn: the API answers 504 (not decided) within its wait."""
-    monkeypatch.setattr(routes, "RELEASE_MARGIN_S", 0.5)
+    monkeypatch.setattr(run, "RELEASE_MARGIN_S", 0.5)
     async with running_stack(settings.model_copy(update={"llm_wall_clock_s": 1}), worker=False) as stack:
         response = await stack.http.post(
             "/v1/chat/completions", json={"model": "echo-1", "messages": [{"role": "user", "content": "hi"}]}

@@ -10,11 +10,12 @@ from typing import Any, TypeVar
 from fastapi import Request
 from fastapi.responses import Response
 
-from turngate.api.dropin.answer import Refusal, WireFormat, admission_refusal, serve_turn
 from turngate.api.dropin.plan import FrontDoor, plan_translated_call
 from turngate.api.ingress import read_body
 from turngate.api.openai_compat.turn import PlannedTurn
 from turngate.api.state import ApiState
+from turngate.api.turn_answer.refusals import Refusal, admission_refusal
+from turngate.api.turn_answer.serve import WireFormat, serve_turn
 from turngate.core.events import AdmissionError
 from turngate.security.auth import request_principal
 
@@ -38,7 +39,5 @@ async def serve_front_door(
         )
     except AdmissionError as exc:
         return refuse(admission_refusal(exc))
-    stream = bool(planned.chat.stream)
-    return await serve_turn(
-        request, state, principal, planned.turn, wire(planned.request, planned.turn), stream=stream
-    )
+    answer_in = wire(planned.request, planned.turn)
+    return await serve_turn(request, state, principal, planned.turn, planned.chat, answer_in)

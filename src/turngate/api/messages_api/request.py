@@ -8,30 +8,25 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
+from turngate.api.dropin.request import Open, parse_body, validated
 from turngate.core.events import AdmissionError
 
-_REASON_BY_ERROR = {"missing": "admission.missing_field"}
 
-
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class TextBlock(_Open):
+class TextBlock(Open):
     type: Literal["text"]
     text: str
 
 
-class ToolUseBlock(_Open):
+class ToolUseBlock(Open):
     type: Literal["tool_use"]
     id: Annotated[str, Field(min_length=1, max_length=256)]
     name: str
     input: dict[str, Any]
 
 
-class ToolResultBlock(_Open):
+class ToolResultBlock(Open):
     type: Literal["tool_result"]
     tool_use_id: Annotated[str, Field(min_length=1, max_length=256)]
     content: str | list[TextBlock] | None = None
@@ -51,12 +46,12 @@ _BLOCKS: dict[str, type[Block]] = {
 }
 
 
-class Message(_Open):
+class Message(Open):
     role: Literal["user", "assistant"]
     content: str | list[dict[str, Any]]
 
 
-class Tool(_Open):
+class Tool(Open):
     type: Literal["custom"] | None = None
     name: str
     description: str | None = None
@@ -64,23 +59,23 @@ class Tool(_Open):
     strict: bool | None = None
 
 
-class ToolChoice(_Open):
+class ToolChoice(Open):
     type: Literal["auto", "any", "tool", "none"]
     name: str | None = None
     disable_parallel_tool_use: bool | None = None
 
 
-class OutputFormat(_Open):
+class OutputFormat(Open):
     type: Literal["json_schema"]
     schema_: Annotated[dict[str, Any], Field(alias="schema")]
 
 
-class OutputConfig(_Open):
+class OutputConfig(Open):
     effort: str | None = None
     format: OutputFormat | None = None
 
 
-class Metadata(_Open):
+class Metadata(Open):
     user_id: str | None = None
 
 
@@ -96,7 +91,7 @@ REFUSED = {
 }
 
 
-class MessagesRequest(_Open):
+class MessagesRequest(Open):
     model: Annotated[str, Field(min_length=1)]
     max_tokens: Annotated[int, Field(ge=1)]
     messages: Annotated[list[Message], Field(min_length=1)]
@@ -114,27 +109,12 @@ class MessagesRequest(_Open):
     top_p: float | None = None
 
 
-def invalid(exc: ValidationError, prefix: str = "") -> AdmissionError:
-    first = exc.errors(include_url=False)[0]
-    where = prefix + ".".join(str(part) for part in first.get("loc", ()))
-    code = _REASON_BY_ERROR.get(str(first.get("type")), "admission.invalid_value")
-    return AdmissionError(code, f"{where}: {first.get('msg')}", where)
-
-
 def unsupported(field: str, what: str) -> AdmissionError:
     return AdmissionError("anthropic.unsupported_parameter", f"{field}: {what} not supported", field)
 
 
 def parse_request(data: Any) -> MessagesRequest:
-    if not isinstance(data, dict):
-        raise AdmissionError("admission.invalid_type", "the request must be a JSON object")
-    for name, what in REFUSED.items():
-        if data.get(name) is not None:
-            raise unsupported(name, what)
-    try:
-        request = MessagesRequest.model_validate(data)
-    except ValidationError as exc:
-        raise invalid(exc) from exc
+    request = parse_body(data, MessagesRequest, REFUSED, unsupported)
     if request.thinking and request.thinking.get("type") != "disabled":
         raise unsupported("thinking", "extended thinking is")
     if request.speed not in (None, "standard"):
@@ -157,10 +137,7 @@ def blocks(message: Message, position: int) -> list[Block]:
                 "(text, tool_use, tool_result)",
                 where,
             )
-        try:
-            typed.append(model.model_validate(raw))
-        except ValidationError as exc:
-            raise invalid(exc, where + ".") from exc
+        typed.append(validated(model, raw, where))
     return typed
 
 
@@ -173,8 +150,5 @@ def custom_tools(request: MessagesRequest) -> list[Tool]:
                 f"tools[{index}]: tools of type {raw.get('type')!r} are not supported (custom tools)",
                 f"tools[{index}]",
             )
-        try:
-            tools.append(Tool.model_validate(raw))
-        except ValidationError as exc:
-            raise invalid(exc, f"tools[{index}].") from exc
+        tools.append(validated(Tool, raw, f"tools[{index}]"))
     return tools

@@ -14,11 +14,13 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
-from turngate.api.dropin.answer import Finished, Interrupted, Piece, Refusal, sse_frame
+from turngate.api.dropin.sse import sse_frame
 from turngate.api.messages_api.request import MessagesRequest
 from turngate.api.messages_api.translate import tool_use_id
 from turngate.api.openai_compat.turn import PlannedTurn
 from turngate.api.openai_compat.wire import model_of
+from turngate.api.turn_answer.refusals import Refusal
+from turngate.api.turn_answer.run import Finished, Interrupted, Piece
 from turngate.core.client_context import recorded_tool_calls
 from turngate.core.events import Event
 

@@ -8,19 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
+from turngate.api.dropin.request import Open, parse_body, validated
 from turngate.core.events import AdmissionError
 
-#: Validation error types, and the reason codes they answer.
-_REASON_BY_ERROR = {"missing": "admission.missing_field"}
 
-
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class TextFormat(_Open):
+class TextFormat(Open):
     type: Literal["text", "json_schema", "json_object"]
     name: str | None = None
     schema_: Annotated[dict[str, Any] | None, Field(alias="schema")] = None
@@ -28,18 +22,18 @@ class TextFormat(_Open):
     strict: bool | None = None
 
 
-class TextConfig(_Open):
+class TextConfig(Open):
     format: TextFormat | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
-class Reasoning(_Open):
+class Reasoning(Open):
     effort: str | None = None
     summary: str | None = None
     generate_summary: str | None = None
 
 
-class FunctionTool(_Open):
+class FunctionTool(Open):
     type: Literal["function"]
     name: str
     description: str | None = None
@@ -47,19 +41,19 @@ class FunctionTool(_Open):
     strict: bool | None = None
 
 
-class ContentPart(_Open):
+class ContentPart(Open):
     type: str
     text: str | None = None
 
 
-class MessageItem(_Open):
+class MessageItem(Open):
     type: Literal["message"] = "message"
     id: str | None = None
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[ContentPart]
 
 
-class FunctionCallItem(_Open):
+class FunctionCallItem(Open):
     type: Literal["function_call"]
     id: str | None = None
     call_id: Annotated[str, Field(min_length=1, max_length=256)]
@@ -67,7 +61,7 @@ class FunctionCallItem(_Open):
     arguments: str = "{}"
 
 
-class FunctionCallOutputItem(_Open):
+class FunctionCallOutputItem(Open):
     type: Literal["function_call_output"]
     id: str | None = None
     call_id: Annotated[str, Field(min_length=1, max_length=256)]
@@ -95,7 +89,7 @@ REFUSED = {
 }
 
 
-class ResponsesRequest(_Open):
+class ResponsesRequest(Open):
     model: Annotated[str, Field(min_length=1)]
     input: str | list[dict[str, Any]]
     instructions: str | None = None
@@ -121,27 +115,14 @@ class ResponsesRequest(_Open):
     prompt_cache_retention: str | None = None
 
 
-def _invalid(exc: ValidationError, prefix: str = "") -> AdmissionError:
-    first = exc.errors(include_url=False)[0]
-    where = prefix + ".".join(str(part) for part in first.get("loc", ()))
-    code = _REASON_BY_ERROR.get(str(first.get("type")), "admission.invalid_value")
-    return AdmissionError(code, f"{where}: {first.get('msg')}", where)
-
-
 def unsupported(field: str, what: str) -> AdmissionError:
     return AdmissionError("responses.unsupported_parameter", f"{field}: {what} not supported", field)
 
 
 def parse_request(data: Any) -> ResponsesRequest:
-    if not isinstance(data, dict):
-        raise AdmissionError("admission.invalid_type", "the request must be a JSON object")
-    for name, what in REFUSED.items():
-        if data.get(name) not in (None, False):
-            raise unsupported(name, what + " are")
-    try:
-        request = ResponsesRequest.model_validate(data)
-    except ValidationError as exc:
-        raise _invalid(exc) from exc
+    request = parse_body(
+        data, ResponsesRequest, REFUSED, lambda name, what: unsupported(name, what + " are"), (None, False)
+    )
     if request.store is False:
         raise unsupported("store", "store: false (every turn is recorded in the ledger) is")
     if request.include:
@@ -166,10 +147,7 @@ def input_items(request: ResponsesRequest) -> list[InputItem]:
                 "function_call and function_call_output)",
                 f"input[{index}]",
             )
-        try:
-            items.append(model.model_validate(raw))
-        except ValidationError as exc:
-            raise _invalid(exc, f"input[{index}].") from exc
+        items.append(validated(model, raw, f"input[{index}]"))
     return items
 
 
@@ -182,8 +160,5 @@ def function_tools(request: ResponsesRequest) -> list[FunctionTool]:
                 f"tools[{index}]: tools of type {raw.get('type')!r} are not supported (function tools)",
                 f"tools[{index}]",
             )
-        try:
-            tools.append(FunctionTool.model_validate(raw))
-        except ValidationError as exc:
-            raise _invalid(exc, f"tools[{index}].") from exc
+        tools.append(validated(FunctionTool, raw, f"tools[{index}]"))
     return tools

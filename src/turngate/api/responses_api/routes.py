@@ -8,18 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from turngate.api.dropin.answer import Refusal
 from turngate.api.dropin.front import serve_front_door
-from turngate.api.openai_compat.wire import openai_error
 from turngate.api.responses_api.translate import RESPONSES
 from turngate.api.responses_api.wire import ResponseObject, ResponsesWire
 from turngate.api.state import ApiState, api_state
+from turngate.api.turn_answer.refusals import openai_refusal
 
 router = APIRouter(tags=["openai"])
-
-
-def _openai_refusal(refusal: Refusal) -> Response:
-    return openai_error(refusal.status, refusal.code, refusal.message, param=refusal.param)
 
 
 @router.post(
@@ -31,4 +26,4 @@ def _openai_refusal(refusal: Refusal) -> Response:
 )
 async def create_response(request: Request, state: Annotated[ApiState, Depends(api_state)]) -> Response:
     """OpenAI Responses: one call is one turn (docs/RESPONSES-AND-MESSAGES.md)."""
-    return await serve_front_door(request, state, RESPONSES, _openai_refusal, ResponsesWire)
+    return await serve_front_door(request, state, RESPONSES, openai_refusal, ResponsesWire)

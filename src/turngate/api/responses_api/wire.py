@@ -16,11 +16,13 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
-from turngate.api.dropin.answer import Finished, Interrupted, Piece, Refusal, sse_frame
+from turngate.api.dropin.sse import sse_frame
 from turngate.api.openai_compat.turn import PlannedTurn
-from turngate.api.openai_compat.wire import model_of, openai_error
+from turngate.api.openai_compat.wire import model_of
 from turngate.api.responses_api.request import ResponsesRequest, function_tools
 from turngate.api.responses_api.translate import RESPONSE_PREFIX
+from turngate.api.turn_answer.refusals import Refusal, openai_refusal
+from turngate.api.turn_answer.run import Finished, Interrupted, Piece
 from turngate.core.client_context import recorded_tool_calls
 from turngate.core.events import Event
 
@@ -145,13 +147,7 @@ class ResponsesWire:
         }
 
     def error(self, refusal: Refusal) -> Response:
-        return openai_error(
-            refusal.status,
-            refusal.code,
-            refusal.message,
-            param=refusal.param,
-            headers=refusal.headers or None,
-        )
+        return openai_refusal(refusal)
 
     def answer(self, execution: Event, headers: dict[str, str]) -> Response:
         body = self.response("completed", output_items(self.turn.correlation_id, execution), execution)
@@ -167,6 +163,9 @@ class ResponsesWire:
         yield events.frame("response.in_progress", response=self.response("in_progress", []))
         async for piece in pieces:
             if isinstance(piece, Interrupted):
+                # OpenAI's error event (the code, as the unstreamed error's), then the response
+                # ends failed with the same error.
+                yield events.frame("error", code=piece.code, message=piece.message, param=None)
                 error = {"code": piece.code, "message": piece.message}
                 yield events.frame("response.failed", response=self.response("failed", [], error=error))
                 return
