@@ -33,16 +33,14 @@ from sqlalchemy import (
     Engine,
     Select,
     bindparam,
-    exists,
     func,
-    or_,
     select,
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, RowMapping
 
 from turngate.core.events import Event, EventDraft, EventKind, seal
-from turngate.ledger import summary, thread_list
+from turngate.ledger import prepared, summary, thread_list
 from turngate.ledger.engine import (
     DEFAULT_BUSY_TIMEOUT_MS,
     ONE_STATEMENT_OPTION,
@@ -93,14 +91,10 @@ def _check_thread_claims(conn: Connection, drafts: Sequence[EventDraft]) -> None
     for draft in drafts:
         if draft.kind != EventKind.INTENT:
             continue
-        recorded = conn.execute(
-            select(events.c.index).where(
-                events.c.correlation_id == draft.correlation_id, events.c.kind == str(EventKind.INTENT)
-            )
-        ).first()
+        recorded = conn.execute(prepared.INTENT_RECORDED, {"correlation_id": draft.correlation_id}).first()
         if recorded is not None:
             continue
-        blocked = conn.execute(blocked_statement(draft.tenant_id, draft.thread_id, draft.turn_id)).scalar()
+        blocked = conn.execute(*blocked_statement(draft.tenant_id, draft.thread_id, draft.turn_id)).scalar()
         if blocked:
             raise ThreadInUseError(draft.correlation_id, draft.thread_id)
 
@@ -296,41 +290,26 @@ class LedgerStore:
 
     def by_correlation(self, correlation_id: str, *, tenant_id: str | None = None) -> list[Event]:
         """Every event with this correlation_id, ordered by index (only ``tenant_id``'s when given)."""
-        return self._select(
-            select(events)
-            .where(events.c.correlation_id == correlation_id, *tenant_filter(tenant_id))
-            .order_by(index_column),
-            "by_correlation",
-        )
+        params = {"correlation_id": correlation_id, "tenant_id": tenant_id}
+        return self._select(prepared.BY_CORRELATION[tenant_id is not None], "by_correlation", params)
 
     def turn_events(self, thread_id: str, turn_id: str, *, tenant_id: str | None = None) -> list[Event]:
         """Every event of one turn, ordered by index (only ``tenant_id``'s when given)."""
-        return self._select(
-            select(events)
-            .where(events.c.thread_id == thread_id, events.c.turn_id == turn_id, *tenant_filter(tenant_id))
-            .order_by(index_column),
-            "turn_events",
-        )
+        params = {"thread_id": thread_id, "turn_id": turn_id, "tenant_id": tenant_id}
+        return self._select(prepared.TURN_EVENTS[tenant_id is not None], "turn_events", params)
 
     def intent_blocked(self, tenant_id: str | None, thread_id: str, turn_id: str) -> bool:
         """Whether an INTENT of ``tenant_id`` in this turn would be refused as mixing tenants
         in its thread (``ledger/thread_claims.py``): O(log n)."""
         with self._read("intent_blocked") as conn:
-            return bool(conn.execute(blocked_statement(tenant_id, thread_id, turn_id)).scalar())
+            return bool(conn.execute(*blocked_statement(tenant_id, thread_id, turn_id)).scalar())
 
     def thread_has_other_tenant(self, thread_id: str, tenant_id: str | None) -> bool:
         """Whether ``thread_id`` holds an event of any tenant but ``tenant_id`` (no tenant counts
         as another). Range seeks on (thread_id, tenant_id): O(log n), whatever the thread's length."""
-        column, in_thread = events.c.tenant_id, events.c.thread_id == thread_id
-        # one EXISTS per range ("!=" and OR would scan the thread's index entries instead)
-        ranges = (
-            [column.is_not(None)]
-            if tenant_id is None
-            else [column.is_(None), column < tenant_id, column > tenant_id]
-        )
-        query = select(or_(*(exists().where(in_thread, part) for part in ranges)))
-        with self._read("thread_has_other_tenant") as conn:
-            return bool(conn.execute(query).scalar())
+        query = prepared.OTHER_TENANT_IN_THREAD[tenant_id is not None]
+        with self._read("thread_has_other_tenant", one_statement=True) as conn:
+            return bool(conn.execute(query, {"thread_id": thread_id, "tenant_id": tenant_id}).scalar())
 
     def in_thread(self, thread_id: str, kind: str, *, after_index: int = -1, limit: int = 16) -> list[Event]:
         """The thread's events of ``kind`` after ``after_index``, oldest first, at most ``limit``
@@ -522,6 +501,8 @@ class LedgerStore:
     ) -> list[Event]:
         """Events with index > ``index_exclusive`` (live tailing), ascending, at most ``limit``."""
         conditions = self._filters(stream_id=stream_id, lanes=lanes, tenant_id=tenant_id)
+        if not conditions:  # the live tail of everything: the statement built once
+            return self._select(prepared.SINCE, "since", {"after": index_exclusive, "limit": cap_page(limit)})
         return self._select(
             select(events)
             .where(index_column > index_exclusive, *conditions)
@@ -556,9 +537,9 @@ class LedgerStore:
             conditions.append(events.c.lane.in_(list(lanes)))
         return conditions
 
-    def _select(self, query: Select[Any], action: str) -> list[Event]:
+    def _select(self, query: Select[Any], action: str, params: dict[str, Any] | None = None) -> list[Event]:
         with self._read(action, one_statement=True) as conn:
-            rows = conn.execute(query).mappings().all()
+            rows = conn.execute(query, params).mappings().all()
         return [event_from_row(row) for row in rows]
 
     # ----------------------------------------------------------------- head and change marker

@@ -16,7 +16,7 @@ its caller why its turn was refused (409 ``admission.correlation_conflict``).
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, Select, exists, or_, select
+from sqlalchemy import ColumnElement, Select, String, bindparam, exists, or_, select
 
 from turngate.core.events import Event
 from turngate.ledger.errors import LedgerConflictError
@@ -32,21 +32,36 @@ class ThreadInUseError(LedgerConflictError):
         self.thread_id = thread_id
 
 
-def _ranges(tenant_id: str | None) -> list[ColumnElement[bool]]:
+def _ranges(tenant: ColumnElement[str] | None) -> list[ColumnElement[bool]]:
     column = events.c.tenant_id
-    if tenant_id is None:
+    if tenant is None:
         return [column.is_not(None)]
     # one EXISTS per range ("!=" and OR would scan the thread's index entries instead)
-    return [column.is_(None), column < tenant_id, column > tenant_id]
+    return [column.is_(None), column < tenant, column > tenant]
 
 
-def blocked_statement(tenant_id: str | None, thread_id: str, turn_id: str) -> Select[tuple[bool]]:
-    """``SELECT`` whether an INTENT of ``tenant_id`` in (``thread_id``, ``turn_id``) is refused:
-    index seeks on (thread_id, tenant_id) or (thread_id, turn_id), whatever the thread's length."""
-    scope = [events.c.thread_id == thread_id]
+def _blocked(with_tenant: bool) -> Select[tuple[bool]]:
+    scope = [events.c.thread_id == bindparam("thread_id")]
+    if not with_tenant:
+        scope.append(events.c.turn_id == bindparam("turn_id"))
+    tenant = bindparam("tenant_id", type_=String) if with_tenant else None
+    return select(or_(*(exists().where(*scope, part) for part in _ranges(tenant))))
+
+
+# Built once: SQLAlchemy reuses a constant statement's cache key and compiled form (every
+# INTENT is checked against it, at admission and under the write lock).
+_BLOCKED = {False: _blocked(False), True: _blocked(True)}
+
+
+def blocked_statement(
+    tenant_id: str | None, thread_id: str, turn_id: str
+) -> tuple[Select[tuple[bool]], dict[str, str]]:
+    """``SELECT`` whether an INTENT of ``tenant_id`` in (``thread_id``, ``turn_id``) is refused,
+    with its parameters: index seeks on (thread_id, tenant_id) or (thread_id, turn_id), whatever
+    the thread's length."""
     if tenant_id is None:
-        scope.append(events.c.turn_id == turn_id)
-    return select(or_(*(exists().where(*scope, part) for part in _ranges(tenant_id))))
+        return _BLOCKED[False], {"thread_id": thread_id, "turn_id": turn_id}
+    return _BLOCKED[True], {"thread_id": thread_id, "tenant_id": tenant_id}
 
 
 def blocks_intent(tenant_id: str | None, thread_id: str, turn_id: str, event: Event) -> bool:
