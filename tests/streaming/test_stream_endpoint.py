@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -257,6 +258,26 @@ async def test_deny_recorded_while_connected(tg: Turngate) -> None:
     events = await asyncio.wait_for(client, HANG_S)
     assert [e.event for e in events] == ["done"]
     assert events[0].data["reason_codes"] == ["gateway.observer_mode"]
+
+
+async def test_a_failed_review_check_does_not_end_the_stream(
+    tg: Turngate, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A turn without its DECISION is asked whether it waits for a reviewer; the stand-in API has
+    # no Temporal client, so that check fails. The DENY is recorded only once it has: the stream
+    # still ends with the DENY's done (a failed check used to break the connection instead).
+    tg.intent("c-check")
+    with caplog.at_level(logging.ERROR, logger=stream.__name__):
+        client = asyncio.create_task(tg.listen("c-check"))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HANG_S
+        while not any("review check" in r.getMessage() for r in caplog.records):
+            assert not client.done(), client.result()
+            assert loop.time() < deadline, "the review check never ran"
+            await asyncio.sleep(0.05)
+        await tg.record(tg.decision, "c-check", "DENY", ["gateway.observer_mode"])
+        events = await asyncio.wait_for(client, HANG_S)
+    assert [(e.event, e.data["decision"]) for e in events] == [("done", "DENY")]
 
 
 async def test_late_connect_gets_the_full_answer_from_the_bus(tg: Turngate) -> None:
