@@ -241,6 +241,6 @@ def test_a_server_that_never_answers_hits_the_read_timeout(fake_aws_env: None) -
         started = time.monotonic()
         with pytest.raises(ArtifactUnavailableError, match="read timeout") as caught:
             store.put(DATA, kind="manifest")
-        assert time.monotonic() - started < 4
+        assert time.monotonic() - started < 30  # the error names the 1 s bound; this rules out a hang
         assert caught.value.retryable
         assert str(port) not in str(caught.value)  # the endpoint is logged, never in the error

@@ -127,8 +127,9 @@ async def test_encode_against_a_silent_store_ends_at_the_deadline(
     with pytest.raises(PayloadStoreError) as caught:
         await codec.encode([big_payload()])
     elapsed = time.monotonic() - started
-    # over the deadline it fails, and not much later: the client's 20 s read timeout is not waited
-    assert DEADLINE_S <= elapsed < DEADLINE_S + SLACK_S
+    # over the deadline it fails, and the deadline ended it: the client's 20 s read timeout is not
+    # waited (how soon past the deadline is scheduling noise, not checked)
+    assert DEADLINE_S <= elapsed < READ_TIMEOUT_S
     error = caught.value
     assert error.type == error.code == "artifact.unavailable"
     assert not error.non_retryable  # final only for a regular activity's result (test_codec_in_worker)
@@ -176,7 +177,8 @@ async def test_decode_against_a_silent_store_is_retryable_and_bounded(
     started = time.monotonic()
     with pytest.raises(PayloadStoreError) as caught:
         await codec.decode([pointer])
-    assert DEADLINE_S <= time.monotonic() - started < DEADLINE_S + SLACK_S
+    # the deadline ended it, not the client's read timeout (how soon past it: scheduling noise)
+    assert DEADLINE_S <= time.monotonic() - started < READ_TIMEOUT_S
     # in a workflow activation a non-retryable error would fail the whole workflow
     assert caught.value.code == "artifact.unavailable" and not caught.value.non_retryable
     assert_says_nothing_internal(caught.value, proxy, store)

@@ -163,7 +163,7 @@ async def test_a_resolver_that_never_answers_is_recorded_within_the_activity_bou
     decision = body["decision"]["payload"]
     assert decision["decision"] == "ALLOW" and body["execution"]
     assert [r["reason_code"] for r in decision["external_context"]] == ["workbench.timeout"]
-    assert took < 3 * 0.3 + 5  # three fetches of 0.3 s and the waits between them, not 3 x 60 s
+    assert took < 60  # a hang; how soon it ends is measured by bench/external_refs_bounds.py
 
     client = await Client.connect(temporal_server.address)
     history = await client.get_workflow_handle(body["workflow_id"]).fetch_history()
@@ -185,3 +185,7 @@ async def test_a_resolver_that_never_answers_is_recorded_within_the_activity_bou
         and e.activity_task_started_event_attributes.scheduled_event_id == scheduled_event.event_id
     ]
     assert started_event.attempt == options.MAX_ATTEMPTS  # the last attempt recorded the refusal
+    # The configured 0.3 s applied (not the default 3 s, nor the cut to the 15 s attempt): the
+    # attempt before failed with the fetch's own timeout, which its failure names.
+    failed_before = started_event.last_failure
+    assert failed_before.message == "workbench.timeout: no complete answer within 300 ms", failed_before

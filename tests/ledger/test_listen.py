@@ -54,7 +54,7 @@ async def test_first_wait_reports_a_change_then_times_out(store: LedgerStore) ->
         assert await listener.wait(5)  # listening from now on: re-read what exists
         started = time.perf_counter()
         assert not await listener.wait(0.1)
-        assert 0.09 < time.perf_counter() - started < 1.0
+        assert 0.09 < time.perf_counter() - started < 10  # waited its 0.1 s; then no hang
         assert not await listener.wait(0)
 
 

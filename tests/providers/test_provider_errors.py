@@ -183,8 +183,10 @@ async def test_timeout(vendor: str, server: FakeLLMServer) -> None:
         error = await _error(provider)
     finally:
         await provider.aclose()
+    # The server answers after 1 s: a timeout error means the 0.2 s bound ended the call (the
+    # time only rules out a hang).
     assert (error.type, error.retryable) == ("provider.timeout", True)
-    assert time.monotonic() - started < 0.9
+    assert time.monotonic() - started < 30
 
 
 @pytest.mark.parametrize(

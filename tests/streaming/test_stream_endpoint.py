@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ from turngate.streaming.sqlite_bus import SqliteTokenBus
 
 WORDS = [f"žodis{i} " for i in range(12)]
 ANSWER = "".join(WORDS)
+#: Seconds a stream may take before the test calls it hung: a bound that rules out a hang on a
+#: loaded machine, not a speed (the endpoint answers in milliseconds).
+HANG_S = 30
 
 
 @dataclass
@@ -74,6 +78,12 @@ class Turngate:
         body = {"provider": "fake", "output_text": output_text, "exchanges_count": 1, **payload}
         return self._next(cid, EventKind.EXECUTION, body)
 
+    async def record(self, append: Callable[..., Event], *args: Any, **kwargs: Any) -> Event:
+        """``append`` (``decision``, ``execution``) while a client is connected: in a thread, as
+        the worker's commit is in its own process. The API and the client share this event loop,
+        so a commit held up by a slow fsync on a loaded machine would freeze both."""
+        return await asyncio.to_thread(append, *args, **kwargs)
+
     async def speak(
         self, cid: str, words: list[str], *, attempt: int = 1, error: str | None = None, started: bool = False
     ) -> None:
@@ -93,7 +103,7 @@ class Turngate:
         client = asyncio.create_task(self.listen(cid, first_token=first))
         await self.bus.start(cid, 1)
         await self.bus.publish(cid, 1, 0, first_word)
-        await asyncio.wait_for(first.wait(), 5)
+        await asyncio.wait_for(first.wait(), HANG_S)
         return client
 
     # ------------------------------------------------------------ the client
@@ -168,7 +178,9 @@ async def serve(
             task.result()
         await asyncio.sleep(0.01)
     try:
-        async with httpx.AsyncClient(base_url=f"http://{settings.host}:{settings.port}", timeout=10) as http:
+        async with httpx.AsyncClient(
+            base_url=f"http://{settings.host}:{settings.port}", timeout=HANG_S
+        ) as http:
             yield Turngate(store, bus, http, state)
     finally:
         server.should_exit = True
@@ -205,13 +217,13 @@ async def test_tokens_stream_live_then_done(tg: Turngate) -> None:
     await asyncio.sleep(0.05)
     await tg.bus.start("c-1", 1)  # type: ignore[union-attr]
     await tg.bus.publish("c-1", 1, 0, WORDS[0])  # type: ignore[union-attr]
-    await asyncio.wait_for(first.wait(), 5)  # the first token arrives while the turn is running
+    await asyncio.wait_for(first.wait(), HANG_S)  # the first token arrives while the turn is running
     assert not client.done()
     for seq, word in enumerate(WORDS[1:], start=1):
         await tg.bus.publish("c-1", 1, seq, word)  # type: ignore[union-attr]
     await tg.bus.finish("c-1", 1)  # type: ignore[union-attr]
-    execution = tg.execution("c-1", phase_transition="understood", next_phase="debrief")
-    events = await asyncio.wait_for(client, 10)
+    execution = await tg.record(tg.execution, "c-1", phase_transition="understood", next_phase="debrief")
+    events = await asyncio.wait_for(client, HANG_S)
     tokens = [e for e in events if e.event == "token"]
     assert [t.data for t in tokens] == [{"text": w, "seq": i, "attempt": 1} for i, w in enumerate(WORDS)]
     assert all(t.id for t in tokens)
@@ -229,7 +241,7 @@ async def test_tokens_stream_live_then_done(tg: Turngate) -> None:
 async def test_deny_ends_at_once(tg: Turngate) -> None:
     tg.intent("c-deny")
     tg.decision("c-deny", "DENY", ["policy.max_user_messages"])
-    events = await asyncio.wait_for(tg.listen("c-deny"), 5)
+    events = await asyncio.wait_for(tg.listen("c-deny"), HANG_S)
     assert [(e.event, e.data) for e in events] == [
         (
             "done",
@@ -242,10 +254,30 @@ async def test_deny_recorded_while_connected(tg: Turngate) -> None:
     tg.intent("c-deny")
     client = asyncio.create_task(tg.listen("c-deny"))
     await asyncio.sleep(0.05)
-    tg.decision("c-deny", "DENY", ["gateway.observer_mode"])
-    events = await asyncio.wait_for(client, 5)
+    await tg.record(tg.decision, "c-deny", "DENY", ["gateway.observer_mode"])
+    events = await asyncio.wait_for(client, HANG_S)
     assert [e.event for e in events] == ["done"]
     assert events[0].data["reason_codes"] == ["gateway.observer_mode"]
+
+
+async def test_a_failed_review_check_does_not_end_the_stream(
+    tg: Turngate, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A turn without its DECISION is asked whether it waits for a reviewer; the stand-in API has
+    # no Temporal client, so that check fails. The DENY is recorded only once it has: the stream
+    # still ends with the DENY's done (a failed check used to break the connection instead).
+    tg.intent("c-check")
+    with caplog.at_level(logging.ERROR, logger=stream.__name__):
+        client = asyncio.create_task(tg.listen("c-check"))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HANG_S
+        while not any("review check" in r.getMessage() for r in caplog.records):
+            assert not client.done(), client.result()
+            assert loop.time() < deadline, "the review check never ran"
+            await asyncio.sleep(0.05)
+        await tg.record(tg.decision, "c-check", "DENY", ["gateway.observer_mode"])
+        events = await asyncio.wait_for(client, HANG_S)
+    assert [(e.event, e.data["decision"]) for e in events] == [("done", "DENY")]
 
 
 async def test_late_connect_gets_the_full_answer_from_the_bus(tg: Turngate) -> None:
@@ -253,7 +285,7 @@ async def test_late_connect_gets_the_full_answer_from_the_bus(tg: Turngate) -> N
     tg.decision("c-late")
     await tg.speak("c-late", WORDS)
     tg.execution("c-late")
-    events = await asyncio.wait_for(tg.listen("c-late"), 5)
+    events = await asyncio.wait_for(tg.listen("c-late"), HANG_S)
     assert [e.event for e in events] == ["token"] * len(WORDS) + ["done"]
     assert client_text(events) == ANSWER
     assert all("source" not in e.data for e in events)
@@ -263,7 +295,7 @@ async def test_late_connect_after_the_bus_expired_gets_the_answer_from_the_ledge
     tg.intent("c-old")
     tg.decision("c-old")
     tg.execution("c-old")  # nothing on the bus (expired, or a worker without one)
-    events = await asyncio.wait_for(tg.listen("c-old"), 5)
+    events = await asyncio.wait_for(tg.listen("c-old"), HANG_S)
     assert [(e.event, e.data.get("source")) for e in events] == [("token", "ledger"), ("done", None)]
     assert events[0].data == {"text": ANSWER, "seq": 0, "attempt": 0, "source": "ledger"}
 
@@ -274,15 +306,15 @@ async def test_resume_with_last_event_id(tg: Turngate) -> None:
     await tg.bus.start("c-r", 1)  # type: ignore[union-attr]
     for seq, word in enumerate(WORDS[:6]):
         await tg.bus.publish("c-r", 1, seq, word)  # type: ignore[union-attr]
-    first = await asyncio.wait_for(tg.listen("c-r", stop_after_tokens=4), 5)  # drops after 4 tokens
+    first = await asyncio.wait_for(tg.listen("c-r", stop_after_tokens=4), HANG_S)  # drops after 4 tokens
     last_id = [e for e in first if e.event == "token"][-1].id
     for seq, word in enumerate(WORDS[6:], start=6):
         await tg.bus.publish("c-r", 1, seq, word)  # type: ignore[union-attr]
     await tg.bus.finish("c-r", 1)  # type: ignore[union-attr]
     resumed = asyncio.create_task(tg.listen("c-r", last_event_id=last_id))
     await asyncio.sleep(0.05)
-    tg.execution("c-r")
-    second = await asyncio.wait_for(resumed, 5)
+    await tg.record(tg.execution, "c-r")
+    second = await asyncio.wait_for(resumed, HANG_S)
     assert [e.data["seq"] for e in second if e.event == "token"] == list(range(4, len(WORDS)))
     assert second[-1].event == "done"
     assert client_text(first) + client_text(second) == ANSWER
@@ -293,7 +325,7 @@ async def test_resume_with_a_position_the_bus_does_not_know(tg: Turngate) -> Non
     tg.decision("c-x")
     await tg.speak("c-x", WORDS)
     tg.execution("c-x")
-    events = await asyncio.wait_for(tg.listen("c-x", last_event_id="not-a-position"), 5)
+    events = await asyncio.wait_for(tg.listen("c-x", last_event_id="not-a-position"), HANG_S)
     assert events[0].event == "reset" and events[0].data["source"] == "resume"
     assert client_text(events) == ANSWER  # the reset voids whatever the client held
 
@@ -303,7 +335,7 @@ async def test_resume_after_the_bus_expired_replaces_the_text(tg: Turngate) -> N
     tg.decision("c-gone")
     tg.execution("c-gone")
     stale = "12345-0" if isinstance(tg.bus, RedisTokenBus) else "12345"  # a well-formed position
-    events = await asyncio.wait_for(tg.listen("c-gone", last_event_id=stale), 5)
+    events = await asyncio.wait_for(tg.listen("c-gone", last_event_id=stale), HANG_S)
     assert [(e.event, e.data.get("source")) for e in events] == [
         ("reset", "ledger"),
         ("token", "ledger"),
@@ -318,8 +350,8 @@ async def test_reset_mid_stream(tg: Turngate) -> None:
     client = await tg.attach("c-retry", "half ")
     await tg.speak("c-retry", ["an "], error="provider.server_error", started=True)
     await tg.speak("c-retry", WORDS, attempt=2)
-    tg.execution("c-retry")
-    events = await asyncio.wait_for(client, 5)
+    await tg.record(tg.execution, "c-retry")
+    events = await asyncio.wait_for(client, HANG_S)
     assert [e.event for e in events] == ["token", "token", "reset"] + ["token"] * len(WORDS) + ["done"]
     assert events[2].data == {"attempt": 2}
     assert {e.data["attempt"] for e in events[3:-1]} == {2}
@@ -332,8 +364,8 @@ async def test_failed_turn_voids_the_partial_text(tg: Turngate) -> None:
     client = await tg.attach("c-fail", "partial ")
     await tg.bus.finish("c-fail", 1, error="llm.timeout")  # type: ignore[union-attr]
     error = {"provider": "fake", "status_code": None, "code": "llm.timeout", "message": "too slow"}
-    tg.execution("c-fail", output_text="", error=error)
-    events = await asyncio.wait_for(client, 5)
+    await tg.record(tg.execution, "c-fail", output_text="", error=error)
+    events = await asyncio.wait_for(client, HANG_S)
     assert [e.event for e in events] == ["token", "reset", "done"]
     assert events[-1].data["error"] == error
     assert client_text(events) == ""
@@ -344,8 +376,9 @@ async def test_redacted_answer(tg: Turngate) -> None:
     tg.decision("c-red")
     client = await tg.attach("c-red", WORDS[0])
     await tg.speak("c-red", WORDS[1:], started=True)
-    tg.execution("c-red", output_text="", redacted=True, redaction={"reason_code": "safety.blocked_topic"})
-    events = await asyncio.wait_for(client, 5)
+    redaction = {"reason_code": "safety.blocked_topic"}
+    await tg.record(tg.execution, "c-red", output_text="", redacted=True, redaction=redaction)
+    events = await asyncio.wait_for(client, HANG_S)
     # A redacted EXECUTION ends the stream at once: the tokens still on the bus are not sent
     # (how many were sent before depends on which the endpoint saw first).
     assert [e.event for e in events] == ["token"] * (len(events) - 1) + ["redact"]
@@ -353,7 +386,7 @@ async def test_redacted_answer(tg: Turngate) -> None:
     assert [e.data["text"] for e in events[:-1]] == WORDS[: len(events) - 1]
     assert events[-1].data == {"reason": "safety.blocked_topic"}
     # Connecting later: the redacted text is not replayed.
-    late = await asyncio.wait_for(tg.listen("c-red"), 5)
+    late = await asyncio.wait_for(tg.listen("c-red"), HANG_S)
     assert [(e.event, e.data) for e in late] == [("redact", {"reason": "safety.blocked_topic"})]
 
 
@@ -362,10 +395,10 @@ async def test_a_turn_recorded_while_streaming_is_followed(tg: Turngate) -> None
     tg.intent("c-soon")
     client = asyncio.create_task(tg.listen("c-soon"))
     await asyncio.sleep(0.1)
-    tg.decision("c-soon")
+    await tg.record(tg.decision, "c-soon")
     await tg.speak("c-soon", WORDS)
-    tg.execution("c-soon")
-    events = await asyncio.wait_for(client, 5)
+    await tg.record(tg.execution, "c-soon")
+    events = await asyncio.wait_for(client, HANG_S)
     assert client_text(events) == ANSWER and events[-1].event == "done"
 
 
@@ -385,8 +418,8 @@ async def test_without_a_bus_the_answer_comes_from_the_ledger(tmp_path: Path) ->
         turngate.decision("c-nobus")
         client = asyncio.create_task(turngate.listen("c-nobus"))
         await asyncio.sleep(0.05)
-        turngate.execution("c-nobus")
-        events = await asyncio.wait_for(client, 5)
+        await turngate.record(turngate.execution, "c-nobus")
+        events = await asyncio.wait_for(client, HANG_S)
     assert [e.event for e in events] == ["token", "done"]
     assert client_text(events) == ANSWER
 

@@ -36,15 +36,12 @@ def _shown(page: Any, text: str, exact: bool = False) -> Any:
     return page.get_by_text(text, exact=exact).locator("visible=true")
 
 
-async def _rendered(page: Any, text: str, timeout_s: float = 15) -> None:
-    """Wait for ``text`` in the page or one of its frames (the UI renders summaries and details
-    as markdown in sandboxed frames)."""
-    for _ in range(int(timeout_s * 4)):
-        for frame in page.frames:
-            if await frame.get_by_text(text).count():
-                return
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"{text!r} not shown")
+async def _rendered(page: Any, frame_id: str, text: str, timeout_ms: float = 20_000) -> None:
+    """Wait for ``text`` in the metadata frame ``frame_id`` (the UI renders summaries and details as
+    markdown in sandboxed frames, and replaces a frame once the workflow's data has loaded: an
+    empty one first). The frame locator finds the frame anew on each check, so a replaced frame is
+    no error, where a frame object taken from ``page.frames`` earlier is detached."""
+    await page.frame_locator(f"iframe#{frame_id}").get_by_text(text).first.wait_for(timeout=timeout_ms)
 
 
 def _list_url(server: DevServer, query: str) -> str:
@@ -109,8 +106,8 @@ async def test_find_a_turn_by_thread_and_a_job_by_case(
             await shot(page, artifacts_dir, "temporal-turn", docs="temporal-turn.png", full=True)
             # the turn's summary and details (links to its page in turngate's web UI)
             await _shown(page, "User Metadata", exact=True).first.click()
-            await _rendered(page, f"thread {thread}")
-            await _rendered(page, "Turn: context and proof")
+            await _rendered(page, "user-metadata-summary", f"thread {thread}")
+            await _rendered(page, "user-metadata-details", "Turn: context and proof")
             await shot(
                 page, artifacts_dir, "temporal-turn-metadata", docs="temporal-turn-metadata.png", full=False
             )
@@ -122,8 +119,8 @@ async def test_find_a_turn_by_thread_and_a_job_by_case(
             await _shown(page, "ingest documents: first step").first.wait_for(timeout=10000)
             await shot(page, artifacts_dir, "temporal-job", docs="temporal-job.png", full=True)
             await _shown(page, "User Metadata", exact=True).first.click()
-            await _rendered(page, f"case.ingest · case {case}")
-            await _rendered(page, "documents (100.0%)")  # current details
+            await _rendered(page, "user-metadata-summary", f"case.ingest · case {case}")
+            await _rendered(page, "user-metadata-current-details", "documents (100.0%)")
             await shot(
                 page, artifacts_dir, "temporal-job-metadata", docs="temporal-job-metadata.png", full=False
             )

@@ -282,7 +282,8 @@ REVIEW_CHECK_EVERY_S = 15.0
 
 async def _review_notice(state: ApiState, intent: Event) -> dict[str, Any] | None:
     """The ``review_pending`` event's data once the turn waits for a reviewer (this task is
-    cancelled when the turn is recorded first)."""
+    cancelled when the turn is recorded first). None when the check itself fails: the notice is
+    a courtesy, and the stream's end comes from the ledger, so a failed check never ends it."""
     workflow_id = workflow_id_of(intent, state.settings.workflow_id_prefix)
     checks = iter(REVIEW_CHECKS_S)
     elapsed = 0.0
@@ -290,7 +291,11 @@ async def _review_notice(state: ApiState, intent: Event) -> dict[str, Any] | Non
         at = next(checks, elapsed + REVIEW_CHECK_EVERY_S)
         await asyncio.sleep(at - elapsed)
         elapsed = at
-        answer = await review_pending_answer(state.client, workflow_id)
+        try:
+            answer = await review_pending_answer(state.client, workflow_id)
+        except Exception:  # Temporal's own errors are answered {}: anything else is logged once
+            log.exception("the review check of %s failed; the stream goes on without it", workflow_id)
+            return None
         if answer:
             notice: dict[str, Any] = answer["review"]
             return notice
