@@ -250,8 +250,16 @@ class LedgerStore:
     def _append_locked(self, conn: Connection, drafts: Sequence[EventDraft]) -> list[Event]:
         wanted = {(d.correlation_id, str(d.kind)) for d in drafts}
         known: dict[tuple[str, str], Event] = {}
-        for chunk in in_chunks(sorted({d.correlation_id for d in drafts})):
-            for row in conn.execute(_SELECT_BY_CORRELATIONS, {"ids": list(chunk)}).mappings():
+        ids = sorted({d.correlation_id for d in drafts})
+        # one id (a turn's own append, the usual case): the constant statement, not an expanding
+        # IN, which SQLAlchemy compiles again for each call
+        queries = (
+            [(prepared.BY_CORRELATION[False], {"correlation_id": ids[0], "tenant_id": None})]
+            if len(ids) == 1
+            else [(_SELECT_BY_CORRELATIONS, {"ids": list(chunk)}) for chunk in in_chunks(ids)]
+        )
+        for query, params in queries:
+            for row in conn.execute(query, params).mappings():
                 key = (row["correlation_id"], row["kind"])
                 if key in wanted:
                     known[key] = event_from_row(row)
