@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from turngate.ledger.errors import LedgerError, LedgerUnavailableError
-from turngate.ledger.pg_bounds import DEFAULT_LEDGER_TIMEOUT_S, bound_options, bounded_connect, unbounded
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
@@ -36,6 +35,10 @@ PG_WRITE_LOCK_KEY = 0x7475726E67617465 & 0x7FFFFFFFFFFFFFFF  # "turngate"
 #: URL schemes that mean PostgreSQL through psycopg 3 (the only PostgreSQL driver installed).
 PG_SCHEMES = frozenset({"postgresql", "postgresql+psycopg", "postgres"})
 WRITE_OPTION = "turngate_write"
+#: Default seconds one ledger round trip may take (TURNGATE_LEDGER_TIMEOUT_S; PostgreSQL: the
+#: bounds in ``ledger/pg_bounds.py``, imported only for a PostgreSQL ledger, so a SQLite one never
+#: loads psycopg, about 10 MB per process).
+DEFAULT_LEDGER_TIMEOUT_S = 30.0
 #: Execution option of a read that is one statement: SQLite runs it in its own implicit
 #: transaction, as consistent as an explicit one, so no BEGIN is sent for it.
 ONE_STATEMENT_OPTION = "turngate_one_statement"
@@ -133,6 +136,8 @@ def postgres_connect_args(
     ``?application_name=``, ``?keepalives=``..., an ``options`` that sets ``lock_timeout`` or
     ``statement_timeout``) win.
     """
+    from turngate.ledger.pg_bounds import bound_options
+
     query = {key: value if isinstance(value, str) else value[-1] for key, value in url.query.items()}
     bounds = bound_options(timeout_s)
     args: dict[str, Any] = {}
@@ -163,6 +168,8 @@ def create_ledger_engine(
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "postgresql":
         # --- PostgreSQL only ---------------------------------------------------------------
+        from turngate.ledger.pg_bounds import bounded_connect
+
         # READ COMMITTED (the default) for writers; readers ask for REPEATABLE READ per
         # connection (LedgerStore._read_engine).
         engine = create_engine(
@@ -214,8 +221,16 @@ def migrate(conn: Connection, revision: str = "head", *, downgrade: bool = False
     wanted = set(ScriptDirectory.from_config(config).get_heads()) if revision == "head" else {revision}
     # A schema change (a backfill of a large ledger) may rightly run longer than one round trip's
     # bound; the usual start, with nothing to do, keeps it.
-    with unbounded(conn) if downgrade or current != wanted else nullcontext():
+    with _unbounded(conn) if downgrade or current != wanted else nullcontext():
         (command.downgrade if downgrade else command.upgrade)(config, revision)
+
+
+def _unbounded(conn: Connection) -> AbstractContextManager[None]:
+    if conn.dialect.name != "postgresql":
+        return nullcontext()
+    from turngate.ledger.pg_bounds import unbounded
+
+    return unbounded(conn)
 
 
 @contextmanager

@@ -28,8 +28,6 @@ from psycopg import errors as pg_errors
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-#: Default seconds one ledger round trip may take (TURNGATE_LEDGER_TIMEOUT_S).
-DEFAULT_LEDGER_TIMEOUT_S = 30.0
 #: libpq refuses a connect_timeout under 2 s.
 MIN_CONNECT_TIMEOUT_S = 2
 #: psycopg's own poll interval (how often a blocked wait checks for Ctrl-C).

@@ -43,6 +43,7 @@ from turngate.core.events import Event, EventDraft, EventKind, seal
 from turngate.ledger import prepared, summary, thread_list
 from turngate.ledger.engine import (
     DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_LEDGER_TIMEOUT_S,
     ONE_STATEMENT_OPTION,
     create_ledger_engine,
     is_sqlite_memory,
@@ -60,7 +61,6 @@ from turngate.ledger.listen import (
     PollingChangeListener,
     PostgresChangeListener,
 )
-from turngate.ledger.pg_bounds import DEFAULT_LEDGER_TIMEOUT_S
 from turngate.ledger.ref_candidates import choose_ref_candidates, turn_elsewhere_statement
 from turngate.ledger.rows import (
     RowKeys,
