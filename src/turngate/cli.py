@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from turngate import __version__
 from turngate.arg_types import non_negative_int, positive_int
+from turngate.event_loop import EventLoopConfigError, loop_factory
 from turngate.stop_signals import StopSignals
 
 if TYPE_CHECKING:
@@ -579,7 +580,11 @@ def main(argv: list[str] | None = None) -> None:
     run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.run
     code = 1
     try:
-        code = asyncio.run(run(args))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            code = runner.run(run(args))
+    except EventLoopConfigError as exc:
+        print(f"turngate: {exc}", file=sys.stderr)
+        code = 2
     except KeyboardInterrupt:
         code = 130
     except SystemExit as exc:
