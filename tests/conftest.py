@@ -99,12 +99,13 @@ ONE_WORKER = {
 }
 
 
-#: Fixture scopes that outlive one test: a test using one goes with its file, so that the
-#: fixture (often a whole stack) is built once, on one worker.
-SHARED_SCOPES = {"module", "package", "class"}
+#: Fixture scopes that outlive one test but not the file: a test using one goes with its file,
+#: so that the fixture (often a whole stack) is built once, on one worker.
+SHARED_SCOPES = {"module", "class"}
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:
+    # pytest has no public accessor for the fixtures a test resolved to (with their scopes).
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return False
