@@ -2,8 +2,9 @@
 #   make dev   - create .venv if missing, install, run turngate (Temporal dev server + worker + API)
 #   make test  - the same install, then the whole test suite
 PYTHON ?= python3
-# Test processes: two, one test file each (most tests wait on real servers, so two share two cores
-# well); `make test PYTEST_WORKERS=` runs them in one process.
+# Test processes: two (most tests wait on real servers, so two share two cores well), each handed
+# the next test as it is free; a file whose tests share a module-scoped fixture goes to one of
+# them whole (tests/conftest.py). `make test PYTEST_WORKERS=` runs them in one process.
 PYTEST_WORKERS ?= 2
 VENV   := .venv
 BIN    := $(VENV)/bin

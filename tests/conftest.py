@@ -3,8 +3,8 @@ downloaded), and per-test settings with fresh task queues and a fresh ledger.
 
 `make test` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``; `PYTEST_WORKERS`):
 each worker is a session of its own (its own Temporal dev server, PostgreSQL databases and Redis
-key prefixes, all randomly named), and :func:`pytest_collection_modifyitems` keeps each test file
-on one worker.
+key prefixes, all randomly named), and :func:`pytest_collection_modifyitems` keeps a test file
+that shares a module-scoped fixture on one worker.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from tests.ledger import postgres
 from tests.stack import make_settings
 from turngate.devserver import DevServer, free_port
 from turngate.settings import Settings, load_settings
+
+pytest_plugins = ["tests.xdist_groups"]
 
 # Tests never talk to a real provider, whatever the developer's shell has set.
 for _name in (
@@ -97,10 +99,31 @@ ONE_WORKER = {
 }
 
 
+#: Fixture scopes that outlive one test but not the file: a test using one goes with its file,
+#: so that the fixture (often a whole stack) is built once, on one worker.
+SHARED_SCOPES = {"module", "class"}
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    # pytest has no public accessor for the fixtures a test resolved to (with their scopes).
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope in SHARED_SCOPES for defs in info.name2fixturedefs.values())
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``, a test without an ``xdist_group`` goes with its file (as
-    ``--dist loadfile`` would): module-scoped fixtures are built once, on one worker."""
-    if config.getoption("dist", "no") != "loadgroup":
+    """Under ``--dist loadgroup``: a test that uses a module-scoped fixture goes with its file
+    (its xdist group), and the directories in ONE_WORKER stay on one worker. Every other test is a
+    unit of its own, dealt to whichever worker is free: xdist deals the groups first (most tests
+    first), then the single tests, so that no long file is left for the end while the other
+    worker idles.
+
+    Runs on each xdist worker, where xdist has set ``dist`` to "no" and ``loadgroup`` to whether
+    the run deals groups; and first among these hooks, since xdist's own (which turns
+    ``xdist_group`` marks into groups) must see the marks given here."""
+    if not getattr(config.option, "loadgroup", False):
         return
     root = Path(__file__).parent
     for item in items:
@@ -108,7 +131,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         file = item.nodeid.split("::")[0]
         directory = item.path.relative_to(root).parts[0] if item.path.is_relative_to(root) else ""
-        item.add_marker(pytest.mark.xdist_group(ONE_WORKER.get(directory, file)))
+        if directory in ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(ONE_WORKER[directory]))
+        elif _shares_a_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(file))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

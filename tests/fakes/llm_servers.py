@@ -147,6 +147,7 @@ class FakeLLMServer:
         self.reply = reply
         self.delay_s = 0.0
         self.chunk_delay_s = 0.0
+        self.words_per_piece = 1  # words in each streamed piece of the reply
         self.requests: list[RecordedRequest] = []
         self.tool_calls: list[dict[str, Any]] = []
         self._failures: deque[_Failure] = deque()
@@ -225,6 +226,7 @@ class FakeLLMServer:
         self.reply = self._initial_reply
         self.delay_s = 0.0
         self.chunk_delay_s = 0.0
+        self.words_per_piece = 1
 
     def start(self) -> FakeLLMServer:
         server = _Server(("127.0.0.1", 0), _Handler)
@@ -366,7 +368,9 @@ class FakeLLMServer:
         handler.wfile.flush()
 
     def _pieces(self) -> list[str]:
-        return re.findall(r"\S+\s*", self.reply)
+        words = re.findall(r"\S+\s*", self.reply)
+        step = self.words_per_piece
+        return words if step == 1 else ["".join(words[i : i + step]) for i in range(0, len(words), step)]
 
 
 class FakeOpenAIServer(FakeLLMServer):

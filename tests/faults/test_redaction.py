@@ -60,6 +60,9 @@ async def test_a_200_kb_answer_with_a_blocklisted_term_at_its_end_is_redacted_an
 ) -> None:
     assert len(ANSWER.encode()) > 200_000 and ANSWER.index("CVV") > 190_000
     with fake_openai(ANSWER) as server:
+        # A sentence a piece (6,001 pieces, not 30,000 words): the size and the term's place at
+        # the very end are what is tested, not how finely the answer is cut.
+        server.words_per_piece = 5
         settings = make_settings(
             tmp_path,
             temporal_server.address,

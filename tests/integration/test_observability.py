@@ -106,7 +106,10 @@ def s3_server(monkeypatch):
 
 
 async def test_artifact_store_down_stops_the_turn_with_system_error(tmp_path, temporal_server, s3_server):
-    settings = make_settings(tmp_path, temporal_server.address, artifacts="s3://turngate/audit")
+    # The turn gives up on the store at the artifact deadline: a short one, not the 15 s default.
+    settings = make_settings(
+        tmp_path, temporal_server.address, artifacts="s3://turngate/audit", artifact_deadline_s=3.0
+    )
     async with running_stack(settings) as stack:
         ok = (await stack.chat("stored", correlation_id="c-ok")).json()
         assert ok["decision"]["payload"]["manifest"]["path"].startswith("standard/manifest/")
