@@ -30,22 +30,21 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from temporalio.testing import ActivityEnvironment
+from tests.jobs.helpers import stored_index
 from tests.security.fake_resolver import LOOPBACK_ALLOWED, LOOPBACK_ALLOWED_ENV
 from tests.stack import make_settings, running_stack
 
+from bench.stack import temporal_dev_server
 from turngate.activities.external_refs import ExternalRefActivities
 from turngate.artifacts import LocalArtifactStore
-from turngate.devserver import DevServer, free_port
-from turngate.jobs.cases.embedders import EmbedderSpec, OfflineEmbedder
-from turngate.jobs.cases.index import INDEX_KIND, IndexParams, make_manifest, write_index
-from turngate.jobs.domain.chunking import Chunk
+from turngate.jobs.cases.embedders import EmbedderSpec
 from turngate.security.workbench import WorkbenchConfig
 from turngate.workflows import external_refs_options as options
 from turngate.workflows.shared import ExternalRefsInput
@@ -62,7 +61,6 @@ TARGETS_S = {
 NEVER_MS = 600_000
 HANDLE = {"ref_type": "artifact.handle", "ref_id": "h", "kind": "note"}
 QUERY = {"ref_type": "case_query", "case_id": "c1", "query": "lighthouse keeper", "top_k": 1}
-TEXTS = ["The lighthouse keeper logs ships.", "Sourdough needs a starter.", "Basalt lava is fluid."]
 
 
 @contextlib.contextmanager
@@ -103,17 +101,8 @@ class _Registry:
     """The case registry's one lookup: an index whose manifest names ``spec``'s embedder."""
 
     def __init__(self, store: LocalArtifactStore, spec: EmbedderSpec) -> None:
-        chunks = [
-            Chunk(document="sha256:" + "1" * 64, ordinal=i, start=0, end=len(t), text=t)
-            for i, t in enumerate(TEXTS)
-        ]
-        matrix = OfflineEmbedder().embed_sync(TEXTS)
-        manifest, order = make_manifest([c.chunk_id for c in chunks], matrix, spec.embedder_id, IndexParams())
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "i.sqlite3"
-            write_index(path, manifest, [TEXTS[i] for i in order], matrix[order])
-            pointer = store.put(path.read_bytes(), kind=INDEX_KIND)
-        self.record = SimpleNamespace(index_version=manifest.index_version, index=pointer, embedder=spec)
+        pointer, version = stored_index(store, spec.embedder_id)
+        self.record = SimpleNamespace(index_version=version, index=pointer, embedder=spec)
 
     def find_case_index(self, **_: Any) -> Any:
         return self.record
@@ -165,17 +154,6 @@ async def activity_figures(runs: int) -> dict[str, list[tuple[float, str]]]:
     return figures
 
 
-@contextlib.asynccontextmanager
-async def _temporal(root: Path) -> AsyncIterator[DevServer]:
-    server = DevServer(db_file=None, port=free_port(), ui_port=None, log_file=root / "temporal.log")
-    server.start()
-    try:
-        await server.wait_ready()
-        yield server
-    finally:
-        server.stop()
-
-
 async def turn_figures(runs: int) -> list[tuple[float, str]]:
     """One turn per run, each declaring a handle the silent resolver never answers."""
     found: list[tuple[float, str]] = []
@@ -190,7 +168,10 @@ async def turn_figures(runs: int) -> list[tuple[float, str]]:
                 "WORKBENCH_RESOLVER_URL": f"http://127.0.0.1:{port}/h",
             }
         )
-        async with _temporal(root) as temporal, running_stack(make_settings(root, temporal.address)) as stack:
+        async with (
+            temporal_dev_server(root) as temporal,
+            running_stack(make_settings(root, temporal.address)) as stack,
+        ):
             for n in range(runs):
                 started = time.monotonic()
                 resp = await stack.chat("summarise", correlation_id=f"c-silent-{n}", declared_refs=[HANDLE])

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from tests.faults.partitions import duplicates, outcome, split_stack, twin_setti
 from tests.ledger import postgres
 from tests.stack import envelope
 
+from bench.stack import temporal_dev_server
 from turngate.devserver import DevServer, free_port
 from turngate.ledger import LedgerStore, verify_ledger
 
@@ -279,23 +280,10 @@ async def _sqlite_deployment(root: Path, temporal: DevServer, quick: bool) -> di
                 return report
 
 
-@contextlib.asynccontextmanager
-async def _temporal(root: Path) -> AsyncIterator[DevServer]:
-    server = DevServer(
-        db_file=root / "temporal.sqlite3", port=free_port(), ui_port=None, log_file=root / "t.log"
-    )
-    server.start()
-    try:
-        await server.wait_ready()
-        yield server
-    finally:
-        server.stop()
-
-
 async def soak(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="turngate-faults-") as tmp:
         root = Path(tmp)
-        async with _temporal(root) as temporal:
+        async with temporal_dev_server(root, persistent=True) as temporal:
             print("PostgreSQL deployment: partitions and a full artifact disk", flush=True)
             pg = await _guarded(_postgres_deployment(root / "pg", temporal, quick))
             print("SQLite deployment: a full ledger disk", flush=True)

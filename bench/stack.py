@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from turngate.devserver import free_port
+from turngate.devserver import DevServer, free_port
 
 STARTUP_TIMEOUT_S = 60.0
 
@@ -171,3 +171,17 @@ def _dev_key_headers(log: Path) -> dict[str, str]:
     found = re.search(r"\btgk_[A-Za-z0-9_-]+", log.read_text(errors="replace"))
     key = found.group(0) if found else os.environ.get("TURNGATE_BENCH_API_KEY")
     return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+@contextlib.asynccontextmanager
+async def temporal_dev_server(root: Path, *, persistent: bool = False) -> AsyncIterator[DevServer]:
+    """A Temporal dev server of its own on a free port, its log under ``root`` (``persistent``:
+    its SQLite file there too, else in memory)."""
+    db_file = root / "temporal.sqlite3" if persistent else None
+    server = DevServer(db_file=db_file, port=free_port(), ui_port=None, log_file=root / "temporal.log")
+    server.start()
+    try:
+        await server.wait_ready()
+        yield server
+    finally:
+        server.stop()

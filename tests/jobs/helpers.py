@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 from temporalio.client import Client
@@ -17,7 +19,10 @@ from temporalio.worker import Worker
 
 from tests.jobs.pdf import make_pdf
 from turngate.artifacts import ArtifactStore
+from turngate.core.manifest import ArtifactPointer
 from turngate.jobs.cases.embedders import EmbedderSpec, OfflineEmbedder
+from turngate.jobs.cases.index import INDEX_KIND, IndexParams, make_manifest, write_index
+from turngate.jobs.domain.chunking import Chunk
 from turngate.jobs.domain.models import DocumentRef
 from turngate.jobs.domain.queues import JobConcurrency, JobQueues
 from turngate.jobs.workers import job_workers
@@ -108,3 +113,25 @@ def store_docs(store: ArtifactStore, docs: dict[str, bytes]) -> list[DocumentRef
 def many_docs(n: int, words: int = 60) -> dict[str, bytes]:
     """``n`` distinct plain-text documents."""
     return {f"doc-{i:03d}.txt": " ".join(f"token{i}x{j}" for j in range(words)).encode() for i in range(n)}
+
+
+#: Three short documents the small offline indexes of the tests (and bench/) are built over.
+TEXTS = ["The lighthouse keeper logs ships.", "Sourdough needs a starter.", "Basalt lava is fluid."]
+
+
+def stored_index(store: ArtifactStore, embedder_id: str | None = None) -> tuple[ArtifactPointer, str]:
+    """An index of :data:`TEXTS` (the offline embedder's vectors) stored in ``store``, its
+    manifest naming ``embedder_id`` (default: the offline embedder's): (pointer, index_version)."""
+    chunks = [
+        Chunk(document="sha256:" + "1" * 64, ordinal=i, start=0, end=len(t), text=t)
+        for i, t in enumerate(TEXTS)
+    ]
+    offline = OfflineEmbedder()
+    matrix = offline.embed_sync(TEXTS)
+    ids = [c.chunk_id for c in chunks]
+    manifest, order = make_manifest(ids, matrix, embedder_id or offline.embedder_id, IndexParams())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "i.sqlite3"
+        write_index(path, manifest, [TEXTS[i] for i in order], matrix[order])
+        pointer = store.put(path.read_bytes(), kind=INDEX_KIND)
+    return pointer, manifest.index_version

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from turngate.artifacts import LocalArtifactStore
+from tests.jobs.helpers import TEXTS, stored_index
 from turngate.jobs.cases.case_query import (
     CaseQueryError,
     CaseQueryRef,
@@ -16,29 +15,10 @@ from turngate.jobs.cases.case_query import (
     resolve_case_query,
 )
 from turngate.jobs.cases.embedders import OfflineEmbedder
-from turngate.jobs.cases.index import INDEX_KIND, IndexParams, make_manifest, write_index
-from turngate.jobs.domain.chunking import Chunk
-
-TEXTS = ["The lighthouse keeper logs ships.", "Sourdough needs a starter.", "Basalt lava is fluid."]
-
-
-def _stored_index(store: LocalArtifactStore):
-    chunks = [
-        Chunk(document="sha256:" + "1" * 64, ordinal=i, start=0, end=len(t), text=t)
-        for i, t in enumerate(TEXTS)
-    ]
-    emb = OfflineEmbedder()
-    matrix = emb.embed_sync(TEXTS)
-    manifest, order = make_manifest([c.chunk_id for c in chunks], matrix, emb.embedder_id, IndexParams())
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "i.sqlite3"
-        write_index(path, manifest, [TEXTS[i] for i in order], matrix[order])
-        pointer = store.put(path.read_bytes(), kind=INDEX_KIND)
-    return pointer, manifest.index_version
 
 
 async def test_resolves_against_the_pinned_version_and_records_the_manifest(store, tmp_path: Path) -> None:
-    pointer, version = _stored_index(store)
+    pointer, version = stored_index(store)
     cache = IndexCache(store, tmp_path / "cache")
     index = cache.get(pointer)
     assert cache.get(pointer) is index  # opened once
@@ -59,7 +39,7 @@ async def test_resolves_against_the_pinned_version_and_records_the_manifest(stor
 
 
 async def test_mismatched_version_or_embedder_is_refused(store, tmp_path: Path) -> None:
-    pointer, _ = _stored_index(store)
+    pointer, _ = stored_index(store)
     index = IndexCache(store, tmp_path).get(pointer)
     with pytest.raises(CaseQueryError) as err:
         await resolve_case_query(
@@ -73,7 +53,7 @@ async def test_mismatched_version_or_embedder_is_refused(store, tmp_path: Path) 
 
 
 def test_a_corrupted_index_artifact_is_refused(store, tmp_path: Path) -> None:
-    pointer, _ = _stored_index(store)
+    pointer, _ = stored_index(store)
     store.file_path(pointer.path).write_bytes(b"tampered")
     with pytest.raises(CaseQueryError) as err:
         IndexCache(store, tmp_path).get(pointer)

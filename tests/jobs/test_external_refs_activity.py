@@ -14,7 +14,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from tests.jobs.test_case_query import TEXTS, _stored_index
+from tests.jobs.helpers import TEXTS, stored_index
 from tests.security.fake_resolver import LOOPBACK_ALLOWED, FakeResolver, fake_resolver
 from turngate.activities.external_refs import MAX_ATTEMPTS, ExternalRefActivities
 from turngate.artifacts import LocalArtifactStore
@@ -49,7 +49,7 @@ def activities(
     tmp_path: Path, *, workbench: WorkbenchConfig | None = None
 ) -> tuple[ExternalRefActivities, Registry]:
     store = LocalArtifactStore(tmp_path / "artifacts")
-    pointer, version = _stored_index(store)
+    pointer, version = stored_index(store)
     registry = Registry(pointer, version)
     acts = ExternalRefActivities(
         registry,  # type: ignore[arg-type]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import socket
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -25,14 +24,12 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from tests.jobs.test_case_query import TEXTS
+from tests.jobs.helpers import stored_index
 from tests.security.fake_resolver import LOOPBACK_ALLOWED
 from turngate.activities import external_refs
 from turngate.activities.external_refs import MAX_ATTEMPTS, ExternalRefActivities
 from turngate.artifacts import LocalArtifactStore
-from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, OfflineEmbedder, build_embedder
-from turngate.jobs.cases.index import INDEX_KIND, IndexParams, make_manifest, write_index
-from turngate.jobs.domain.chunking import Chunk
+from turngate.jobs.cases.embedders import Embedder, EmbedderSpec, build_embedder
 from turngate.security.workbench import WorkbenchConfig
 from turngate.workflows import external_refs_options as options
 from turngate.workflows.shared import ExternalRefsInput
@@ -131,17 +128,8 @@ def _cut_ms(detail: str) -> int:
 
 def _openai_index(store: LocalArtifactStore, spec: EmbedderSpec) -> Any:
     """An index whose manifest names ``spec``'s embedder (vectors from the offline one)."""
-    chunks = [
-        Chunk(document="sha256:" + "1" * 64, ordinal=i, start=0, end=len(t), text=t)
-        for i, t in enumerate(TEXTS)
-    ]
-    matrix = OfflineEmbedder().embed_sync(TEXTS)
-    manifest, order = make_manifest([c.chunk_id for c in chunks], matrix, spec.embedder_id, IndexParams())
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "i.sqlite3"
-        write_index(path, manifest, [TEXTS[i] for i in order], matrix[order])
-        pointer = store.put(path.read_bytes(), kind=INDEX_KIND)
-    return SimpleNamespace(index_version=manifest.index_version, index=pointer, embedder=spec)
+    pointer, version = stored_index(store, spec.embedder_id)
+    return SimpleNamespace(index_version=version, index=pointer, embedder=spec)
 
 
 class _Registry:
