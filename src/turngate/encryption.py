@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
@@ -130,6 +128,11 @@ class EncryptionCodec(PayloadCodec):
     """AES-256-GCM over each serialized payload; a fresh random 96-bit nonce per payload."""
 
     def __init__(self, keys: EncryptionKeys) -> None:
+        # imported here: a process without encryption keys never loads the library (about 8 MB)
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self._invalid_tag = InvalidTag
         self._active_id = keys.active_id
         self._ciphers = {key_id: AESGCM(material) for key_id, material in keys.keys.items()}
 
@@ -162,7 +165,7 @@ class EncryptionCodec(PayloadCodec):
         nonce, sealed = payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:]
         try:
             plain = cipher.decrypt(nonce, sealed, key_id.encode("ascii"))
-        except InvalidTag:
+        except self._invalid_tag:
             raise DecryptionError(f"payload under key {key_id!r} fails authentication") from None
         return Payload.FromString(plain)
 

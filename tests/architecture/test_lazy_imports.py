@@ -1,15 +1,17 @@
-"""What a process on the embedded defaults never loads: each costs memory in every process."""
+"""What a process on the embedded defaults (SQLite, no encryption) never loads: each costs
+memory in every process."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-#: Imported only for the backend that needs it (psycopg: about 10 MB per process).
-NOT_ON_SQLITE = ("psycopg",)
+#: Imported only where needed: psycopg for a PostgreSQL ledger (about 10 MB per process),
+#: cryptography for encrypted histories (about 8 MB).
+NOT_ON_SQLITE = ("psycopg", "cryptography")
 
 
-def test_the_api_worker_and_dev_server_on_sqlite_load_no_postgresql_driver(tmp_path) -> None:
+def test_the_api_worker_and_dev_server_on_the_defaults_load_no_driver_they_do_not_use(tmp_path) -> None:
     script = (
         "import sys\n"
         "import turngate.api.app, turngate.worker.run, turngate.devserver\n"
