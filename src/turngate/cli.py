@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from turngate import __version__
 from turngate.arg_types import non_negative_int, positive_int
 from turngate.event_loop import EventLoopConfigError, loop_factory
+from turngate.service_gc import settle_after_start
 from turngate.stop_signals import StopSignals
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ async def _serve_api(settings: Settings, stop: asyncio.Event, client: Client | N
     from turngate.api.app import create_app
 
     server = _uvicorn_server(create_app(settings, client=client), settings.host, settings.port)
+    settle_after_start()  # the app and (in `dev`) the worker are built
     task = asyncio.create_task(server.serve())
     await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
     # SSE streams (/tail, turn streams) end themselves instead of waiting for the grace timeout

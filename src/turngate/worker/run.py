@@ -33,6 +33,7 @@ from turngate.policy_lifecycle.history import guard_policy_version
 from turngate.prompts.pins import PromptPins
 from turngate.providers.registry import build_providers, close_providers
 from turngate.security.workbench import workbench_config
+from turngate.service_gc import settle_after_start
 from turngate.settings import Settings
 from turngate.streaming import open_token_bus
 from turngate.telemetry import (
@@ -175,4 +176,5 @@ async def running_worker(
 
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     async with running_worker(settings):
+        settle_after_start()
         await stop.wait()
