@@ -4,9 +4,9 @@ the manifest (never dropped); off by default."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
-import time
 
 import pytest
 
@@ -154,16 +154,15 @@ async def test_a_resolver_that_never_answers_is_recorded_within_the_activity_bou
     settings = make_settings(tmp_path, temporal_server.address)
     try:
         async with running_stack(settings) as stack:
-            started = time.monotonic()
-            resp = await stack.chat("summarise", correlation_id="c-silent", declared_refs=[HANDLES[0]])
-            took = time.monotonic() - started
+            # the timeout only rules out a hang: how soon it ends is bench/external_refs_bounds.py's
+            chat = stack.chat("summarise", correlation_id="c-silent", declared_refs=[HANDLES[0]])
+            resp = await asyncio.wait_for(chat, 60)
     finally:
         silent.close()
     body = resp.json()
     decision = body["decision"]["payload"]
     assert decision["decision"] == "ALLOW" and body["execution"]
     assert [r["reason_code"] for r in decision["external_context"]] == ["workbench.timeout"]
-    assert took < 60  # a hang; how soon it ends is measured by bench/external_refs_bounds.py
 
     client = await Client.connect(temporal_server.address)
     history = await client.get_workflow_handle(body["workflow_id"]).fetch_history()
