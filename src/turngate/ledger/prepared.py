@@ -15,6 +15,12 @@ from turngate.core.events import EventKind
 from turngate.ledger.schema import events, index_column
 
 
+def tenant_params(tenant_id: str | None, **params: Any) -> dict[str, Any]:
+    """The parameters of a statement keyed by whether a tenant is given: ``tenant_id`` only
+    when it is."""
+    return params if tenant_id is None else {**params, "tenant_id": tenant_id}
+
+
 def _of_tenant(query: Select[Any]) -> Select[Any]:
     return query.where(events.c.tenant_id == bindparam("tenant_id"))
 

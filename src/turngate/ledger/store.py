@@ -254,7 +254,7 @@ class LedgerStore:
         # one id (a turn's own append, the usual case): the constant statement, not an expanding
         # IN, which SQLAlchemy compiles again for each call
         queries = (
-            [(prepared.BY_CORRELATION[False], {"correlation_id": ids[0], "tenant_id": None})]
+            [(prepared.BY_CORRELATION[False], {"correlation_id": ids[0]})]
             if len(ids) == 1
             else [(_SELECT_BY_CORRELATIONS, {"ids": list(chunk)}) for chunk in in_chunks(ids)]
         )
@@ -298,12 +298,12 @@ class LedgerStore:
 
     def by_correlation(self, correlation_id: str, *, tenant_id: str | None = None) -> list[Event]:
         """Every event with this correlation_id, ordered by index (only ``tenant_id``'s when given)."""
-        params = {"correlation_id": correlation_id, "tenant_id": tenant_id}
+        params = prepared.tenant_params(tenant_id, correlation_id=correlation_id)
         return self._select(prepared.BY_CORRELATION[tenant_id is not None], "by_correlation", params)
 
     def turn_events(self, thread_id: str, turn_id: str, *, tenant_id: str | None = None) -> list[Event]:
         """Every event of one turn, ordered by index (only ``tenant_id``'s when given)."""
-        params = {"thread_id": thread_id, "turn_id": turn_id, "tenant_id": tenant_id}
+        params = prepared.tenant_params(tenant_id, thread_id=thread_id, turn_id=turn_id)
         return self._select(prepared.TURN_EVENTS[tenant_id is not None], "turn_events", params)
 
     def intent_blocked(self, tenant_id: str | None, thread_id: str, turn_id: str) -> bool:
@@ -317,7 +317,7 @@ class LedgerStore:
         as another). Range seeks on (thread_id, tenant_id): O(log n), whatever the thread's length."""
         query = prepared.OTHER_TENANT_IN_THREAD[tenant_id is not None]
         with self._read("thread_has_other_tenant", one_statement=True) as conn:
-            return bool(conn.execute(query, {"thread_id": thread_id, "tenant_id": tenant_id}).scalar())
+            return bool(conn.execute(query, prepared.tenant_params(tenant_id, thread_id=thread_id)).scalar())
 
     def in_thread(self, thread_id: str, kind: str, *, after_index: int = -1, limit: int = 16) -> list[Event]:
         """The thread's events of ``kind`` after ``after_index``, oldest first, at most ``limit``
