@@ -4,10 +4,15 @@ fault suite, with the helpers its tests share."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+
 from tests.processes import spawn, until, wait_http
+from turngate.devserver import free_port
 from turngate.ledger import LedgerStore
 from turngate.settings import Settings
 
@@ -21,11 +26,17 @@ def child_stack(
     """Worker and API as child processes sharing ``env`` (the API with ``api_env`` on top);
     yields the API's base URL."""
     base = f"http://127.0.0.1:{settings.port}"
-    worker = spawn(["worker"], settings, logs / "worker.log", **env)
+    # the worker's own /healthz answers once it polls: a test starts its faults only then (a
+    # worker still starting would meet them in its set-up and exit instead)
+    bind = env.get("TURNGATE_WORKER_METRICS_BIND") or f"127.0.0.1:{free_port()}"
+    worker = spawn(
+        ["worker"], settings, logs / "worker.log", **(env | {"TURNGATE_WORKER_METRICS_BIND": bind})
+    )
     api_args = ["serve", "--port", str(settings.port)]
     api = spawn(api_args, settings, logs / "api.log", **(env | (api_env or {})))
     try:
         wait_http(f"{base}/healthz", 60)
+        _wait_ready(worker, f"http://{bind}/healthz", logs / "worker.log")
         yield base
     finally:
         for proc in (api, worker):
@@ -36,6 +47,18 @@ def child_stack(
                 except Exception:
                     proc.kill()
                     proc.wait(10)
+
+
+def _wait_ready(worker: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise RuntimeError(f"the worker exited ({worker.returncode}): {log.read_text()[-2000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"the worker was not ready within {timeout_s} s: {log.read_text()[-2000:]}")
 
 
 def kinds(store: LedgerStore, correlation_id: str) -> list[str]:
