@@ -42,6 +42,40 @@ async def _tail(http: httpx.AsyncClient, key: str, seconds: float = 1.5) -> list
     return found
 
 
+async def test_a_live_tail_carries_only_the_callers_tenant(secure_settings: Settings) -> None:
+    """Live events (read from the API's memory of the ledger's head, not a query): B's open
+    /tail gets B's new turn and nothing of A's, turns of both running meanwhile."""
+    key_a = make_key(secure_settings, "tenant-a", "intent.write,snapshot.read")
+    key_b = make_key(secure_settings, "tenant-b", "intent.write,snapshot.read")
+    async with running_stack(secure_settings) as stack:
+        http = stack.http
+        found: list[dict] = []
+        done = asyncio.Event()
+
+        async def read() -> None:
+            async with http.stream("GET", "/tail", params={"backlog": 0}, headers=bearer(key_b)) as resp:
+                assert resp.status_code == 200
+                async for line in resp.aiter_lines():
+                    if line.startswith("data:"):
+                        found.append(json.loads(line[5:]))
+                        if found[-1]["kind"] == "EXECUTION" and found[-1]["correlation_id"] == "c-b2":
+                            done.set()
+
+        tail = asyncio.create_task(read())
+        await asyncio.sleep(0.3)  # the stream is open before the turns start
+        try:
+            for key, cid in ((key_a, "c-a2"), (key_b, "c-b2"), (key_a, "c-a3")):
+                response = await _chat(http, key, f"live {cid}", cid, thread_id=f"thread-{cid}")
+                assert response.status_code == 202, response.text
+            await asyncio.wait_for(done.wait(), 30)
+        finally:
+            tail.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await tail
+    assert {e["tenant_id"] for e in found} == {"tenant-b"}
+    assert [e["kind"] for e in found if e["correlation_id"] == "c-b2"] == ["INTENT", "DECISION", "EXECUTION"]
+
+
 async def test_tenant_b_sees_nothing_of_tenant_a(secure_settings: Settings) -> None:
     key_a = make_key(secure_settings, "tenant-a", "intent.write,snapshot.read")
     key_b = make_key(secure_settings, "tenant-b", "intent.write,snapshot.read")

@@ -27,6 +27,7 @@ from turngate.jobs.control import job_runtime
 from turngate.jobs.domain.models import JOB_TYPES
 from turngate.jobs.domain.queues import job_concurrency, job_queues
 from turngate.ledger import LedgerUnavailableError
+from turngate.ledger.rows import event_matches
 from turngate.schemas import CAPABILITIES_SCHEMA_VERSION, STATUS_SCHEMA_VERSION
 from turngate.security.auth import request_principal
 from turngate.security.principal import ROLE_ADMIN, ROLES, Principal
@@ -118,6 +119,9 @@ async def tail(
         since = max(-1, min(int(last_event_id), MAX_INDEX))
     store, watcher = state.store, state.watcher
 
+    def matches(event: Event) -> bool:
+        return event_matches(event, stream_id=stream_id, lanes=lane_list, tenant_id=tenant)
+
     async def events() -> AsyncIterator[dict[str, str]]:
         if since is None:
             first = await asyncio.to_thread(
@@ -130,12 +134,22 @@ async def tail(
             yield _sse(event)
         while not await request.is_disconnected():
             generation = watcher.generation
-            batch = await asyncio.to_thread(
-                store.since, cursor, limit=TAIL_BATCH, stream_id=stream_id, lanes=lane_list, tenant_id=tenant
-            )
+            # near the head: the events the watcher just read, filtered in memory
+            served = watcher.recent_since(cursor, TAIL_BATCH, matches)
+            if served is None:
+                batch = await asyncio.to_thread(
+                    store.since,
+                    cursor,
+                    limit=TAIL_BATCH,
+                    stream_id=stream_id,
+                    lanes=lane_list,
+                    tenant_id=tenant,
+                )
+                served = batch, batch[-1].index if batch else cursor
+            batch, after = served
             for event in batch:
                 yield _sse(event)
-                cursor = event.index
+            cursor = after
             if len(batch) < TAIL_BATCH:
                 await watcher.wait_change(generation, TAIL_PING_S)
 

@@ -4,14 +4,17 @@ The worker process writes the ledger; the API learns of new commits from the sto
 listener (PostgreSQL: LISTEN/NOTIFY; SQLite: a poll of PRAGMA data_version every few ms, only
 while somebody waits). One background task reads each change once (`since(cursor)`), hands the
 new events to the requests waiting for those turns and wakes /tail subscribers. Waiting costs
-one query per change, not one per waiter per change.
+one query per change, not one per waiter per change. The last events read stay in memory, so a
+/tail subscriber near the head reads them from there rather than querying the ledger again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,6 +31,9 @@ log = logging.getLogger(__name__)
 #: a wait never sees another tenant's events, whatever ids that tenant chose.
 TurnKey = tuple[str | None, str, str, str]
 READ_BATCH = 1000
+#: Events kept in memory after they were dispatched (/tail subscribers within this many events
+#: of the head read from memory; one further behind reads the ledger).
+RECENT_EVENTS = 256
 
 
 def turn_key(event: Event) -> TurnKey:
@@ -86,6 +92,9 @@ class LedgerWatcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._cursor = -1
+        self._cursor_known = False  # the ledger's head was read: _cursor is where reading stands
+        # the last events dispatched, in index order, without gaps, the last one at _cursor
+        self._recent: deque[Event] = deque(maxlen=RECENT_EVENTS)
         self._turn_waiters: dict[TurnKey, list[_TurnWaiter]] = {}
         # waiters that also watch for what refuses their INTENT, by thread and by correlation id
         self._claim_waiters: dict[str, list[_TurnWaiter]] = {}
@@ -106,6 +115,7 @@ class LedgerWatcher:
         listener = self._store.change_listener(poll_interval_s=self._poll)
         try:
             self._cursor = (await asyncio.to_thread(self._store.head))[0] - 1
+            self._cursor_known = True
             pending = False
             while True:
                 if self._interest == 0:
@@ -137,6 +147,7 @@ class LedgerWatcher:
             batch = await asyncio.to_thread(self._store.since, self._cursor, limit=READ_BATCH)
             for event in batch:
                 self._cursor = event.index
+                self._recent.append(event)
                 for waiter in self._turn_waiters.get(turn_key(event), ()):
                     waiter.add(event)
                 if self._claim_waiters:
@@ -144,6 +155,35 @@ class LedgerWatcher:
                         waiter.offer(event)
             if len(batch) < READ_BATCH:
                 return
+
+    @property
+    def read_up_to(self) -> int | None:
+        """The index of the last event this watcher has read (-1: none yet); None until it has
+        read where the ledger stands."""
+        return self._cursor if self._cursor_known else None
+
+    def recent_since(
+        self, cursor: int, limit: int, matches: Callable[[Event], bool]
+    ) -> tuple[list[Event], int] | None:
+        """From memory: the events after index ``cursor`` that ``matches`` accepts (at most
+        ``limit``, ascending) and the cursor to go on from. None when memory does not hold every
+        event after ``cursor`` that this watcher has read (read the ledger instead). Events
+        appended since the last change this watcher dispatched come with the next
+        :meth:`wait_change`."""
+        if not self._cursor_known:
+            return None
+        if cursor >= self._cursor:
+            return [], cursor
+        if not self._recent or self._recent[0].index > cursor + 1:
+            return None
+        newer = list(itertools.takewhile(lambda e: e.index > cursor, reversed(self._recent)))
+        found: list[Event] = []
+        for event in reversed(newer):
+            if matches(event):
+                found.append(event)
+                if len(found) >= limit:
+                    return found, event.index
+        return found, self._cursor
 
     async def notify(self) -> None:
         async with self._changed:

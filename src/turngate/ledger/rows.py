@@ -90,5 +90,17 @@ def tenant_filter(tenant_id: str | None) -> list[ColumnElement[bool]]:
     return [] if tenant_id is None else [events.c.tenant_id == tenant_id]
 
 
+def event_matches(
+    event: Event, *, stream_id: str | None, lanes: Sequence[str] | None, tenant_id: str | None
+) -> bool:
+    """In memory, what the store's ``stream_id`` / ``lanes`` / ``tenant_id`` filters select
+    (``LedgerStore.since``): readers that serve recent events from memory filter with this."""
+    return (
+        (tenant_id is None or event.tenant_id == tenant_id)
+        and (stream_id is None or event.stream_id == stream_id)
+        and (lanes is None or event.lane in lanes)
+    )
+
+
 def cap_page(limit: int) -> int:
     return max(0, min(int(limit), MAX_PAGE))
