@@ -44,9 +44,12 @@ def spawn(args: list[str], settings: Settings, log: Path, **extra: str) -> subpr
     )
 
 
-def wait_http(url: str, timeout_s: float = 30.0) -> None:
+def wait_http(url: str, timeout_s: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Until ``url`` answers below 500; with ``proc``, fail at once if that process exits."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the process serving {url} exited with {proc.returncode} before it answered")
         try:
             if httpx.get(url, timeout=1).status_code < 500:
                 return

@@ -13,6 +13,7 @@ import ctypes
 import errno
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -100,7 +101,36 @@ def find_temporal_cli() -> Path:
     )
 
 
+#: Where :func:`free_port` picks from when the kernel's ephemeral range starts above it.
+PICKED_PORTS_FROM = 10000
+_EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral_ports_start() -> int:
+    """The first port the kernel hands out to outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(_EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now, for a child process to bind a moment later.
+
+    Picked at random below the ephemeral range: a port the kernel chose (bind to port 0) comes
+    from the range outgoing connections take their local ports from, and one of those could
+    take it before the child binds it ("address already in use")."""
+    top = _ephemeral_ports_start() - 1
+    for _ in range(64):
+        if top <= PICKED_PORTS_FROM:
+            break
+        port = random.randint(PICKED_PORTS_FROM, top)
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

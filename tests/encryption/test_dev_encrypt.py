@@ -30,7 +30,7 @@ async def test_dev_encrypt(tmp_path: Path) -> None:
     proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     message = f"dev secret {uuid.uuid4().hex[:8]}"
     try:
-        await asyncio.to_thread(wait_http, f"http://127.0.0.1:{api}/healthz", 120)
+        await asyncio.to_thread(wait_http, f"http://127.0.0.1:{api}/healthz", 120, proc)
         keys = data / "encryption-keys"
         assert stat.S_IMODE(keys.stat().st_mode) == 0o600
         body = {
