@@ -5,14 +5,14 @@ ledger's own reads filter them, and a clear "read the ledger" when memory no lon
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
 from tests.ledger.helpers import draft
-from turngate.api.watcher import RECENT_EVENTS, LedgerWatcher
-from turngate.core.events import Event
+from turngate.api.watcher import RECENT_EVENTS, LedgerWatcher, TurnKey
+from turngate.core.events import Event, EventKind
 from turngate.ledger import LedgerStore
 from turngate.ledger.rows import event_matches
 
@@ -144,3 +144,62 @@ async def test_memory_holds_the_last_recent_events(
     assert (served is not None) is in_memory
     if served is not None:
         assert [e.index for e in served[0]] == list(range(total - behind, total))
+
+
+# ------------------------------------------------------------ a wait that goes on from another
+
+
+def _turn(store: LedgerStore, cid: str, kinds: list[EventKind]) -> None:
+    for kind in kinds:
+        store.append(
+            draft(
+                cid,
+                kind,
+                thread_id=f"t-{cid}",
+                payload={"decision": "ALLOW"} if kind == EventKind.DECISION else None,
+            )
+        )
+
+
+def _key(cid: str) -> TurnKey:
+    return (None, "default", f"t-{cid}", cid)
+
+
+def _has(kind: str) -> Callable[[dict[str, Event]], bool]:
+    return lambda found: kind in found
+
+
+async def test_a_later_wait_goes_on_from_an_earlier_one_without_reading_the_turn_again(
+    store: LedgerStore, watching: LedgerWatcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first wait reads the turn (INTENT); the second gets the DECISION and EXECUTION
+    appended between and after the two waits from memory, never from a read of the turn."""
+    _turn(store, "c-1", [EventKind.INTENT])
+    first = await watching.wait_admitted(_key("c-1"), "c-1", _has("INTENT"), HANG_S)
+    assert first.done and first.read_up_to is not None
+    _turn(store, "c-1", [EventKind.DECISION])  # while nobody waits for the turn
+    await _caught_up(watching, 1)
+    _turn(store, "c-2", [EventKind.INTENT])  # another turn's event in between
+
+    def no_read(*_args: object, **_kw: object) -> None:
+        raise AssertionError("the turn was read from the ledger again")
+
+    monkeypatch.setattr(watching, "_read", no_read)
+    second = asyncio.create_task(watching.wait_turn(_key("c-1"), _has("EXECUTION"), HANG_S, after=first))
+    await asyncio.sleep(0.05)
+    _turn(store, "c-1", [EventKind.EXECUTION])
+    events, done = await second
+    assert done and sorted(events) == ["DECISION", "EXECUTION", "INTENT"]
+    assert {e.correlation_id for e in events.values()} == {"c-1"}
+
+
+async def test_an_earlier_wait_memory_no_longer_covers_reads_the_turn(
+    store: LedgerStore, watching: LedgerWatcher
+) -> None:
+    _turn(store, "c-1", [EventKind.INTENT])
+    first = await watching.wait_admitted(_key("c-1"), "c-1", _has("INTENT"), HANG_S)
+    _turn(store, "c-1", [EventKind.DECISION])
+    _append(store, RECENT_EVENTS + 1, offset=100)  # the DECISION falls out of memory
+    await _caught_up(watching, RECENT_EVENTS + 2)
+    events, done = await watching.wait_turn(_key("c-1"), _has("DECISION"), HANG_S, after=first)
+    assert done and sorted(events) == ["DECISION", "INTENT"]

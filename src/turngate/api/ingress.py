@@ -32,7 +32,7 @@ from turngate.api.openapi import IntentAccepted, JobAccepted, intent_request_bod
 from turngate.api.state import ApiState, api_state
 from turngate.api.stream import stream_turn_events
 from turngate.api.turn_metadata import turn_details, turn_memo, turn_summary
-from turngate.api.watcher import TurnKey, turn_key
+from turngate.api.watcher import TurnKey, TurnWait, turn_key
 from turngate.artifacts import ArtifactError
 from turngate.core.events import (
     AdmissionError,
@@ -383,6 +383,8 @@ async def _run_turn(
     events, satisfied = waited.events, waited.done
     if turn_finished(events):
         admission.turn_finished()
+    elif running:  # its slot comes back once the turn finishes: watched on from this wait
+        admission.started(lambda: _until_finished(state, key, after=waited))
     intent = events.get("INTENT")
     response: dict[str, Any] = {
         "accepted": True,
@@ -486,9 +488,11 @@ async def _wait_unless_disconnected(request: Request, waiting: Awaitable[T]) -> 
                 await task
 
 
-async def _until_finished(state: ApiState, key: TurnKey) -> None:
-    """Until the turn is finished in the ledger (bounded: its slot must come back)."""
-    await state.watcher.wait_turn(key, turn_finished, state.settings.llm_wall_clock_s + RELEASE_MARGIN_S)
+async def _until_finished(state: ApiState, key: TurnKey, *, after: TurnWait | None = None) -> None:
+    """Until the turn is finished in the ledger (bounded: its slot must come back). ``after``:
+    the request's own wait for the turn, which this one goes on from."""
+    timeout_s = state.settings.llm_wall_clock_s + RELEASE_MARGIN_S
+    await state.watcher.wait_turn(key, turn_finished, timeout_s, after=after)
 
 
 def _satisfied(events: dict[str, Event], wanted: str) -> bool:

@@ -49,6 +49,9 @@ class TurnWait:
     events: dict[str, Event]
     done: bool
     refused: bool = False
+    #: the watcher's read position when the wait ended: every event of the turn up to this
+    #: index is in ``events`` (a later wait for the turn goes on from here: ``after=``)
+    read_up_to: int | None = None
 
 
 @dataclass(eq=False)
@@ -220,10 +223,14 @@ class LedgerWatcher:
         key: TurnKey,
         done: Callable[[dict[str, Event]], bool],
         timeout_s: float,
+        *,
+        after: TurnWait | None = None,
     ) -> tuple[dict[str, Event], bool]:
         """The turn's events by kind once ``done(events)`` holds, or what exists at the timeout.
-        Returns (events, done)."""
-        found = await self._wait(_TurnWaiter(key, done), timeout_s)
+        Returns (events, done). ``after``: an earlier wait for this turn, which this one goes
+        on from (what it found, then the events read since, from memory when memory still holds
+        them) instead of reading the turn from the ledger again."""
+        found = await self._wait(_TurnWaiter(key, done), timeout_s, after=after)
         return found.events, found.done
 
     async def wait_admitted(
@@ -237,7 +244,9 @@ class LedgerWatcher:
         early, ``refused``, once the ledger shows it never will be recorded."""
         return await self._wait(_TurnWaiter(key, done, correlation_id), timeout_s)
 
-    async def _wait(self, waiter: _TurnWaiter, timeout_s: float) -> TurnWait:
+    async def _wait(
+        self, waiter: _TurnWaiter, timeout_s: float, *, after: TurnWait | None = None
+    ) -> TurnWait:
         key, intent = waiter.key, str(EventKind.INTENT)
         # A waiter for a turn just started also hears of its thread and its correlation id.
         claims = list(dict.fromkeys([key[2], waiter.correlation_id])) if waiter.correlation_id else []
@@ -247,7 +256,11 @@ class LedgerWatcher:
         try:
             with self._interested():
                 # Registered first, then read: nothing appended in between can be missed.
-                events, blocked = await asyncio.to_thread(self._read, waiter, check_claims=bool(claims))
+                caught_up = self._since_earlier_wait(after, key) if after is not None else None
+                if caught_up is not None:
+                    events, blocked = caught_up, False
+                else:
+                    events, blocked = await asyncio.to_thread(self._read, waiter, check_claims=bool(claims))
                 for event in events:
                     waiter.add(event)
                 if blocked:
@@ -270,11 +283,19 @@ class LedgerWatcher:
                     waiter.blocked = False
                     if not waiter.done(waiter.events):
                         waiter.ready.clear()
-            return TurnWait(waiter.events, waiter.done(waiter.events))
+            return TurnWait(waiter.events, waiter.done(waiter.events), read_up_to=self.read_up_to)
         finally:
             _unregister(self._turn_waiters, key, waiter)
             for name in claims:
                 _unregister(self._claim_waiters, name, waiter)
+
+    def _since_earlier_wait(self, earlier: TurnWait, key: TurnKey) -> list[Event] | None:
+        """What an earlier wait for the turn found, and the turn's events this watcher read
+        after it (from memory); None when that cannot be known without reading the ledger."""
+        if earlier.read_up_to is None:
+            return None
+        served = self.recent_since(earlier.read_up_to, RECENT_EVENTS, lambda event: turn_key(event) == key)
+        return None if served is None else [*earlier.events.values(), *served[0]]
 
     def _read(self, waiter: _TurnWaiter, *, check_claims: bool) -> tuple[list[Event], bool]:
         """The turn's recorded events and (``check_claims``, its INTENT not among them) whether
