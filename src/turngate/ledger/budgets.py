@@ -14,7 +14,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, bindparam, func, insert, select
 
 from turngate.core.model_aliases import (
     MICROS,
@@ -213,6 +213,10 @@ def recount(
     }
 
 
+#: A tenant's budgets (built once: every turn of a tenant asks).
+_TENANT_BUDGETS = select(budgets).where(budgets.c.tenant_id == bindparam("tenant_id"))
+
+
 def spend_snapshot(
     store: LedgerStore, tenant_id: str | None, key_id: str | None, now: datetime
 ) -> SpendSnapshot | None:
@@ -220,10 +224,13 @@ def spend_snapshot(
     budget applies (the turn then records no budget check)."""
     if tenant_id is None:
         return None
-    with store.read_connection("budget check") as conn:
-        records = [
-            _record(row) for row in conn.execute(select(budgets).where(budgets.c.tenant_id == tenant_id))
-        ]
+    # Most turns have no budget: one statement built once, without a transaction, tells.
+    with store.read_connection("budget check", one_statement=True) as conn:
+        found = [_record(row) for row in conn.execute(_TENANT_BUDGETS, {"tenant_id": tenant_id})]
+    if not budgets_for(found, tenant_id, key_id):
+        return None
+    with store.read_connection("budget check") as conn:  # budgets and spend in one snapshot
+        records = [_record(row) for row in conn.execute(_TENANT_BUDGETS, {"tenant_id": tenant_id})]
         applying = budgets_for(records, tenant_id, key_id)
         if not applying:
             return None

@@ -172,12 +172,14 @@ class LedgerStore:
             self._engine.dispose()
 
     @contextmanager
-    def read_connection(self, action: str = "read") -> Iterator[Connection]:
+    def read_connection(self, action: str = "read", *, one_statement: bool = False) -> Iterator[Connection]:
         """A read transaction: one consistent snapshot for every statement inside.
+        ``one_statement``: for a single statement, which needs no transaction around it (SQLite
+        then sends no BEGIN).
 
         For read-only tools over the raw rows (``verify_ledger``); never write through it.
         """
-        with self._read(action) as conn:
+        with self._read(action, one_statement=one_statement) as conn:
             yield conn
 
     @contextmanager
