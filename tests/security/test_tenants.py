@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 
@@ -26,16 +28,22 @@ async def _chat(
     )
 
 
-async def _tail(http: httpx.AsyncClient, key: str, seconds: float = 1.5) -> list[dict]:
+async def _tail_events(http: httpx.AsyncClient, key: str, backlog: int) -> AsyncIterator[dict[str, Any]]:
+    """The events of this key's /tail, as they come."""
+    async with http.stream("GET", "/tail", params={"backlog": backlog}, headers=bearer(key)) as resp:
+        assert resp.status_code == 200
+        async for line in resp.aiter_lines():
+            if line.startswith("data:"):
+                yield json.loads(line[5:])
+
+
+async def _tail(http: httpx.AsyncClient, key: str, seconds: float = 1.5) -> list[dict[str, Any]]:
     """The /tail backlog this key sees within ``seconds``."""
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
 
     async def read() -> None:
-        async with http.stream("GET", "/tail", params={"backlog": 100}, headers=bearer(key)) as resp:
-            assert resp.status_code == 200
-            async for line in resp.aiter_lines():
-                if line.startswith("data:"):
-                    found.append(json.loads(line[5:]))
+        async for event in _tail_events(http, key, backlog=100):
+            found.append(event)
 
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(read(), seconds)
@@ -49,17 +57,13 @@ async def test_a_live_tail_carries_only_the_callers_tenant(secure_settings: Sett
     key_b = make_key(secure_settings, "tenant-b", "intent.write,snapshot.read")
     async with running_stack(secure_settings) as stack:
         http = stack.http
-        found: list[dict] = []
-        done = asyncio.Event()
+        found: list[dict[str, Any]] = []
 
         async def read() -> None:
-            async with http.stream("GET", "/tail", params={"backlog": 0}, headers=bearer(key_b)) as resp:
-                assert resp.status_code == 200
-                async for line in resp.aiter_lines():
-                    if line.startswith("data:"):
-                        found.append(json.loads(line[5:]))
-                        if found[-1]["kind"] == "EXECUTION" and found[-1]["correlation_id"] == "c-b2":
-                            done.set()
+            async for event in _tail_events(http, key_b, backlog=0):
+                found.append(event)
+                if event["kind"] == "EXECUTION" and event["correlation_id"] == "c-b2":
+                    return
 
         tail = asyncio.create_task(read())
         await asyncio.sleep(0.3)  # the stream is open before the turns start
@@ -67,7 +71,7 @@ async def test_a_live_tail_carries_only_the_callers_tenant(secure_settings: Sett
             for key, cid in ((key_a, "c-a2"), (key_b, "c-b2"), (key_a, "c-a3")):
                 response = await _chat(http, key, f"live {cid}", cid, thread_id=f"thread-{cid}")
                 assert response.status_code == 202, response.text
-            await asyncio.wait_for(done.wait(), 30)
+            await asyncio.wait_for(tail, 30)
         finally:
             tail.cancel()
             with contextlib.suppress(asyncio.CancelledError):
